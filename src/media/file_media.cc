@@ -1,0 +1,154 @@
+// Media backed by a regular file (see include/ftl/media.h).
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ftl/media.h"
+#include "media/io_util.h"
+#include "util/logging.h"
+
+namespace ftl {
+namespace media {
+namespace {
+
+// Zeros are written in chunks of this size when hole punching is unsupported.
+constexpr size_t kZeroChunk = 1 << 20;
+
+// A regular file opened O_RDWR. Owns its fd. Its size is fixed at open time.
+// Thread-safety: all methods may be called concurrently (pread/pwrite).
+class FileMedia : public Media {
+ public:
+  FileMedia(int fd, std::string path, uint64_t size)
+      : fd_(fd), path_(std::move(path)), what_("file " + path_), size_(size) {}
+  ~FileMedia() override { CloseFd(fd_); }
+  FileMedia(const FileMedia&) = delete;
+  FileMedia& operator=(const FileMedia&) = delete;
+
+  uint64_t size() const override { return size_; }
+
+  absl::Status Read(uint64_t offset, std::span<std::byte> out) override {
+    if (auto s = CheckRange(what_, offset, out.size(), size_); !s.ok())
+      return s;
+    return PreadAll(fd_, out, offset, what_);
+  }
+
+  absl::Status Write(uint64_t offset,
+                     std::span<const std::byte> data) override {
+    if (auto s = CheckRange(what_, offset, data.size(), size_); !s.ok())
+      return s;
+    return PwriteAll(fd_, data, offset, what_);
+  }
+
+  absl::Status Sync() override {
+    while (::fdatasync(fd_) != 0) {
+      if (errno != EINTR) return ErrnoError("fdatasync", what_, 0, errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Discard(uint64_t offset, uint64_t length) override {
+    if (auto s = CheckRange(what_, offset, length, size_); !s.ok()) return s;
+    if (length == 0) return absl::OkStatus();
+    if (punch_supported_.load(std::memory_order_relaxed)) {
+      int rc;
+      do {
+        rc = ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         off_t(offset), off_t(length));
+      } while (rc != 0 && errno == EINTR);
+      if (rc == 0) return absl::OkStatus();
+      if (errno != EOPNOTSUPP && errno != ENOSYS) {
+        return ErrnoError("punch hole in", what_, offset, errno);
+      }
+      if (punch_supported_.exchange(false)) {
+        util::Logger("media")->info(
+            "{}: hole punching unsupported, discard writes zeros", what_);
+      }
+    }
+    return WriteZeros(offset, length);
+  }
+
+  std::string Describe() const override { return what_; }
+
+ private:
+  absl::Status WriteZeros(uint64_t offset, uint64_t length) {
+    std::vector<std::byte> zeros(std::min<uint64_t>(length, kZeroChunk));
+    while (length > 0) {
+      size_t n = size_t(std::min<uint64_t>(length, zeros.size()));
+      if (auto s = PwriteAll(fd_, std::span(zeros.data(), n), offset, what_);
+          !s.ok()) {
+        return s;
+      }
+      offset += n;
+      length -= n;
+    }
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  const std::string path_;
+  const std::string what_;
+  const uint64_t size_;
+  std::atomic<bool> punch_supported_{true};
+};
+
+}  // namespace
+}  // namespace media
+
+absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
+                                                     uint64_t create_size) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  bool created = false;
+  if (fd < 0 && errno == ENOENT && create_size > 0) {
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      created = true;
+    } else if (errno == EEXIST) {  // lost a race with another creator
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    }
+  }
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT)
+      return absl::NotFoundError(absl::StrCat("no such file: ", path));
+    return absl::InternalError(
+        absl::StrCat("open ", path, ": ", std::strerror(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    media::CloseFd(fd);
+    return absl::InternalError(
+        absl::StrCat("stat ", path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    media::CloseFd(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file"));
+  }
+  uint64_t size = uint64_t(st.st_size);
+  if (created) {
+    if (::ftruncate(fd, off_t(create_size)) != 0) {
+      int err = errno;
+      media::CloseFd(fd);
+      ::unlink(path.c_str());
+      return absl::InternalError(absl::StrCat("resize ", path, " to ",
+                                              create_size,
+                                              " bytes: ", std::strerror(err)));
+    }
+    size = create_size;
+    util::Logger("media")->info("created sparse file {} of {} bytes", path,
+                                size);
+  }
+  return std::make_shared<media::FileMedia>(fd, path, size);
+}
+
+}  // namespace ftl

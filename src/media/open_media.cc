@@ -1,0 +1,31 @@
+// OpenMedia: picks the file or block-device implementation by stat(2).
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ftl/media.h"
+
+namespace ftl {
+
+absl::StatusOr<std::shared_ptr<Media>> OpenMedia(const std::string& path,
+                                                 uint64_t create_size) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT) {
+      if (create_size > 0) return OpenFileMedia(path, create_size);
+      return absl::NotFoundError(absl::StrCat("no such file: ", path));
+    }
+    return absl::InternalError(
+        absl::StrCat("stat ", path, ": ", std::strerror(err)));
+  }
+  if (S_ISBLK(st.st_mode)) return OpenBlockDeviceMedia(path);
+  if (S_ISREG(st.st_mode)) return OpenFileMedia(path, create_size);
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": not a regular file or block device"));
+}
+
+}  // namespace ftl

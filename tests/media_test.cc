@@ -1,0 +1,520 @@
+// Tests for src/media: file media, block device media on a real loop device,
+// memory media and OpenMedia.
+
+#include "ftl/media.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ftl {
+namespace {
+
+using testing::HasSubstr;
+namespace fs = std::filesystem;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+std::vector<std::byte> Pattern(size_t n, uint32_t seed) {
+  std::vector<std::byte> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    v[i] = std::byte(x);
+  }
+  return v;
+}
+
+bool AllZero(std::span<const std::byte> b) {
+  for (std::byte x : b) {
+    if (x != std::byte{0}) return false;
+  }
+  return true;
+}
+
+// A fresh directory under the test temp dir, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl =
+        (fs::path(testing::TempDir()) / "ftl-media-XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr) << std::strerror(errno);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const {
+    return (path_ / name).string();
+  }
+
+ private:
+  fs::path path_;
+};
+
+// A 4096-aligned heap buffer.
+struct AlignedBuf {
+  explicit AlignedBuf(size_t n)
+      : p(static_cast<std::byte*>(
+            std::aligned_alloc(4096, (n + 4095) / 4096 * 4096 + 4096))),
+        size(n) {}
+  ~AlignedBuf() { std::free(p); }
+  std::span<std::byte> span(size_t skew = 0) const { return {p + skew, size}; }
+  std::byte* p;
+  size_t size;
+};
+
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0);
+  return uint64_t(st.st_blocks) * 512;
+}
+
+// ---------------------------------------------------------------- file media
+
+TEST(FileMediaTest, CreatesSparseFileOfRequestedSize) {
+  TempDir dir;
+  std::string path = dir.File("store.img");
+  auto media = OpenFileMedia(path, 64 * kMiB);
+  ASSERT_TRUE(media.ok()) << media.status();
+  EXPECT_EQ((*media)->size(), 64 * kMiB);
+  EXPECT_EQ((*media)->Describe(), "file " + path);
+  EXPECT_EQ(fs::file_size(path), 64 * kMiB);
+  EXPECT_LT(AllocatedBytes(path), 1 * kMiB) << "file should be sparse";
+  std::vector<std::byte> buf(8192, std::byte{0x55});
+  ASSERT_TRUE((*media)->Read(32 * kMiB, buf).ok());
+  EXPECT_TRUE(AllZero(buf));
+}
+
+TEST(FileMediaTest, MissingFileWithoutCreateSizeIsNotFound) {
+  TempDir dir;
+  std::string path = dir.File("absent.img");
+  auto media = OpenFileMedia(path);
+  ASSERT_FALSE(media.ok());
+  EXPECT_EQ(media.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(media.status().message()),
+              HasSubstr("no such file: " + path));
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(FileMediaTest, ReopenKeepsSizeAndData) {
+  TempDir dir;
+  std::string path = dir.File("store.img");
+  auto data = Pattern(3 * 4096, 7);
+  {
+    auto media = OpenFileMedia(path, 16 * kMiB);
+    ASSERT_TRUE(media.ok()) << media.status();
+    ASSERT_TRUE((*media)->Write(5 * 4096, data).ok());
+    ASSERT_TRUE((*media)->Sync().ok());
+  }
+  // An existing file keeps its size whatever create_size says.
+  auto media = OpenFileMedia(path, 1 * kMiB);
+  ASSERT_TRUE(media.ok()) << media.status();
+  EXPECT_EQ((*media)->size(), 16 * kMiB);
+  std::vector<std::byte> got(data.size());
+  ASSERT_TRUE((*media)->Read(5 * 4096, got).ok());
+  EXPECT_EQ(got, data);
+  auto again = OpenFileMedia(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->size(), 16 * kMiB);
+}
+
+TEST(FileMediaTest, ReadWriteRoundTripAlignedAndUnaligned) {
+  TempDir dir;
+  auto media = OpenFileMedia(dir.File("store.img"), 4 * kMiB);
+  ASSERT_TRUE(media.ok());
+  auto a = Pattern(64 * kKiB, 1);
+  ASSERT_TRUE((*media)->Write(1 * kMiB, a).ok());
+  auto b = Pattern(777, 2);
+  ASSERT_TRUE((*media)->Write(3 * kMiB + 13, b).ok());
+  std::vector<std::byte> got(a.size());
+  ASSERT_TRUE((*media)->Read(1 * kMiB, got).ok());
+  EXPECT_EQ(got, a);
+  got.resize(b.size());
+  ASSERT_TRUE((*media)->Read(3 * kMiB + 13, got).ok());
+  EXPECT_EQ(got, b);
+  // The last byte of the media is reachable.
+  std::vector<std::byte> one{std::byte{0x7f}};
+  ASSERT_TRUE((*media)->Write(4 * kMiB - 1, one).ok());
+  std::vector<std::byte> back(1);
+  ASSERT_TRUE((*media)->Read(4 * kMiB - 1, back).ok());
+  EXPECT_EQ(back, one);
+  ASSERT_TRUE((*media)->Sync().ok());
+}
+
+TEST(FileMediaTest, OutOfRangeIsRejectedAndChangesNothing) {
+  TempDir dir;
+  std::string path = dir.File("store.img");
+  auto media = OpenFileMedia(path, 1 * kMiB);
+  ASSERT_TRUE(media.ok());
+  std::vector<std::byte> buf(8192, std::byte{1});
+  for (uint64_t off : {1 * kMiB - 4096, 1 * kMiB, 2 * kMiB, UINT64_MAX - 100}) {
+    auto r = (*media)->Read(off, buf);
+    EXPECT_EQ(r.code(), absl::StatusCode::kOutOfRange) << off << " " << r;
+    auto w = (*media)->Write(off, buf);
+    EXPECT_EQ(w.code(), absl::StatusCode::kOutOfRange) << off << " " << w;
+    EXPECT_EQ((*media)->Discard(off, 8192).code(),
+              absl::StatusCode::kOutOfRange);
+  }
+  EXPECT_EQ(fs::file_size(path), 1 * kMiB);
+  std::vector<std::byte> tail(4096);
+  ASSERT_TRUE((*media)->Read(1 * kMiB - 4096, tail).ok());
+  EXPECT_TRUE(AllZero(tail));
+}
+
+TEST(FileMediaTest, DiscardPunchesHoleAndReadsZeros) {
+  TempDir dir;
+  std::string path = dir.File("store.img");
+  auto media = OpenFileMedia(path, 8 * kMiB);
+  ASSERT_TRUE(media.ok());
+  auto data = Pattern(2 * kMiB, 3);
+  ASSERT_TRUE((*media)->Write(2 * kMiB, data).ok());
+  ASSERT_TRUE((*media)->Sync().ok());
+  uint64_t before = AllocatedBytes(path);
+  EXPECT_GE(before, 2 * kMiB);
+
+  ASSERT_TRUE((*media)->Discard(2 * kMiB, 1 * kMiB).ok());
+  std::vector<std::byte> got(2 * kMiB);
+  ASSERT_TRUE((*media)->Read(2 * kMiB, got).ok());
+  EXPECT_TRUE(AllZero(std::span(got).first(1 * kMiB)));
+  EXPECT_TRUE(std::equal(got.begin() + kMiB, got.end(), data.begin() + kMiB));
+  EXPECT_LE(AllocatedBytes(path), before - 1 * kMiB) << "no hole was punched";
+  EXPECT_EQ(fs::file_size(path), 8 * kMiB);  // KEEP_SIZE
+
+  // Zero-length and unaligned discards are fine too.
+  EXPECT_TRUE((*media)->Discard(0, 0).ok());
+  ASSERT_TRUE((*media)->Discard(3 * kMiB + 100, 1000).ok());
+  got.resize(1200);
+  ASSERT_TRUE((*media)->Read(3 * kMiB, got).ok());
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + 100, data.begin() + kMiB));
+  EXPECT_TRUE(AllZero(std::span(got).subspan(100, 1000)));
+  EXPECT_TRUE(
+      std::equal(got.begin() + 1100, got.end(), data.begin() + kMiB + 1100));
+}
+
+TEST(FileMediaTest, ConcurrentWritersToDisjointRanges) {
+  TempDir dir;
+  auto media = OpenFileMedia(dir.File("store.img"), 4 * kMiB);
+  ASSERT_TRUE(media.ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 64; ++i) {
+        auto d = Pattern(4096, t * 1000 + i);
+        ASSERT_TRUE((*media)->Write(uint64_t(t * 64 + i) * 4096, d).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE((*media)->Sync().ok());
+  std::vector<std::byte> got(4096);
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 64; ++i) {
+      ASSERT_TRUE((*media)->Read(uint64_t(t * 64 + i) * 4096, got).ok());
+      ASSERT_EQ(got, Pattern(4096, t * 1000 + i));
+    }
+  }
+}
+
+// ------------------------------------------------------------------ OpenMedia
+
+TEST(OpenMediaTest, PicksFileAndCreates) {
+  TempDir dir;
+  std::string path = dir.File("new.img");
+  auto missing = OpenMedia(path);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("no such file: " + path));
+
+  auto created = OpenMedia(path, 2 * kMiB);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)->size(), 2 * kMiB);
+  EXPECT_EQ((*created)->Describe(), "file " + path);
+  created->reset();
+
+  auto reopened = OpenMedia(path);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->size(), 2 * kMiB);
+}
+
+TEST(OpenMediaTest, RejectsDirectoriesAndCharacterDevices) {
+  TempDir dir;
+  std::string sub = dir.File("subdir");
+  ASSERT_TRUE(fs::create_directory(sub));
+  for (const std::string& path : {sub, std::string("/dev/null")}) {
+    auto media = OpenMedia(path, 1 * kMiB);
+    ASSERT_FALSE(media.ok()) << path;
+    EXPECT_EQ(media.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(media.status().message()),
+                HasSubstr("not a regular file or block device"));
+  }
+  EXPECT_FALSE(OpenFileMedia("/dev/null").ok());
+  EXPECT_FALSE(OpenBlockDeviceMedia("/dev/null").ok());
+}
+
+TEST(OpenMediaTest, BlockDeviceMediaRejectsRegularFile) {
+  TempDir dir;
+  std::string path = dir.File("plain.img");
+  ASSERT_TRUE(OpenFileMedia(path, 1 * kMiB).ok());
+  auto media = OpenBlockDeviceMedia(path);
+  ASSERT_FALSE(media.ok());
+  EXPECT_EQ(media.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(media.status().message()),
+              HasSubstr("not a block device"));
+  auto missing = OpenBlockDeviceMedia(dir.File("absent"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+// --------------------------------------------------------- block device media
+
+// Runs a shell command; returns its stdout (trimmed) and exit status.
+std::pair<std::string, int> RunCommand(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return {"", -1};
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) out += buf;
+  int rc = ::pclose(f);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
+  return {out, rc};
+}
+
+// Each test gets a 64 MiB sparse backing file attached to a loop device,
+// detached again in TearDown.
+class BlockDeviceMediaTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (RunCommand("command -v losetup").second != 0)
+      GTEST_SKIP() << "losetup not installed";
+    if (::access("/dev/loop-control", R_OK | W_OK) != 0) {
+      GTEST_SKIP() << "/dev/loop-control unavailable: " << std::strerror(errno);
+    }
+    backing_ = dir_.File("backing.img");
+    {
+      auto f = OpenFileMedia(backing_, kSize);
+      ASSERT_TRUE(f.ok()) << f.status();
+    }
+    auto [dev, rc] =
+        RunCommand("losetup --find --show '" + backing_ + "' 2>&1");
+    ASSERT_EQ(rc, 0) << "losetup failed: " << dev;
+    ASSERT_THAT(dev, testing::StartsWith("/dev/loop"));
+    dev_ = dev;
+    auto media = OpenBlockDeviceMedia(dev_);
+    ASSERT_TRUE(media.ok()) << media.status();
+    media_ = *media;
+  }
+
+  void TearDown() override {
+    media_.reset();  // close the fd before detaching
+    if (!dev_.empty()) {
+      auto [out, rc] = RunCommand("losetup -d " + dev_ + " 2>&1");
+      EXPECT_EQ(rc, 0) << "losetup -d " << dev_ << ": " << out;
+    }
+  }
+
+  // Reads the backing file directly (what the loop device wrote through).
+  std::vector<std::byte> ReadBacking(uint64_t offset, size_t n) {
+    std::vector<std::byte> out(n);
+    int fd = ::open(backing_.c_str(), O_RDONLY);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::pread(fd, out.data(), n, off_t(offset)), ssize_t(n));
+    ::close(fd);
+    return out;
+  }
+
+  static constexpr uint64_t kSize = 64 * kMiB;
+  TempDir dir_;
+  std::string backing_;
+  std::string dev_;
+  std::shared_ptr<Media> media_;
+};
+
+TEST_F(BlockDeviceMediaTest, ReportsSizeAndDescription) {
+  EXPECT_EQ(media_->size(), kSize);
+  EXPECT_EQ(media_->Describe(), "blockdev " + dev_);
+  auto via_open = OpenMedia(dev_);
+  ASSERT_TRUE(via_open.ok()) << via_open.status();
+  EXPECT_EQ((*via_open)->Describe(), "blockdev " + dev_);
+  EXPECT_EQ((*via_open)->size(), kSize);
+}
+
+TEST_F(BlockDeviceMediaTest, AlignedReadWriteReachesBackingFile) {
+  AlignedBuf buf(256 * kKiB);
+  auto data = Pattern(buf.size, 11);
+  std::memcpy(buf.p, data.data(), data.size());
+  ASSERT_TRUE(media_->Write(8 * kMiB, buf.span()).ok());
+  ASSERT_TRUE(media_->Sync().ok());
+  AlignedBuf got(buf.size);
+  ASSERT_TRUE(media_->Read(8 * kMiB, got.span()).ok());
+  EXPECT_EQ(0, std::memcmp(got.p, data.data(), data.size()));
+  EXPECT_EQ(ReadBacking(8 * kMiB, data.size()), data);
+  // Last block of the device.
+  AlignedBuf last(4096);
+  std::memset(last.p, 0xee, 4096);
+  ASSERT_TRUE(media_->Write(kSize - 4096, last.span()).ok());
+  AlignedBuf back(4096);
+  ASSERT_TRUE(media_->Read(kSize - 4096, back.span()).ok());
+  EXPECT_EQ(0, std::memcmp(back.p, last.p, 4096));
+}
+
+TEST_F(BlockDeviceMediaTest, UnalignedBuffersAndOffsetsAreBounced) {
+  // Reference model of the first 4 MiB, starting from a known pattern.
+  std::vector<std::byte> model = Pattern(4 * kMiB, 21);
+  {
+    AlignedBuf init(model.size());
+    std::memcpy(init.p, model.data(), model.size());
+    ASSERT_TRUE(media_->Write(0, init.span()).ok());
+  }
+  struct Op {
+    uint64_t offset;
+    size_t length;
+    size_t skew;  // buffer misalignment
+  } ops[] = {
+      {4096, 4096, 1},             // aligned offset, unaligned buffer
+      {10 * 4096 + 100, 5000, 0},  // unaligned offset, aligned buffer
+      {20 * 4096 + 7, 3, 3},       // inside one sector
+      {30 * 4096 + 511, 2, 0},     // straddles a sector boundary
+      {40 * 4096, 4096 + 1, 0},    // aligned start, partial tail
+      {333, 3 * kMiB + 17, 5},     // larger than one bounce buffer
+  };
+  uint32_t seed = 100;
+  for (const Op& op : ops) {
+    AlignedBuf buf(op.length);
+    auto data = Pattern(op.length, seed++);
+    std::memcpy(buf.p + op.skew, data.data(), op.length);
+    ASSERT_TRUE(media_->Write(op.offset, buf.span(op.skew)).ok())
+        << op.offset << "+" << op.length;
+    std::copy(data.begin(), data.end(), model.begin() + op.offset);
+
+    AlignedBuf back(op.length);
+    ASSERT_TRUE(media_->Read(op.offset, back.span(op.skew)).ok());
+    EXPECT_EQ(0, std::memcmp(back.p + op.skew, data.data(), op.length))
+        << op.offset << "+" << op.length;
+  }
+  ASSERT_TRUE(media_->Sync().ok());
+  // Neighbouring bytes of every unaligned write are intact.
+  AlignedBuf all(model.size());
+  ASSERT_TRUE(media_->Read(0, all.span()).ok());
+  EXPECT_EQ(0, std::memcmp(all.p, model.data(), model.size()));
+  EXPECT_EQ(ReadBacking(0, model.size()), model);
+  // An unaligned read through a std::vector (arbitrary alignment) works too.
+  std::vector<std::byte> v(1001);
+  ASSERT_TRUE(media_->Read(12345, v).ok());
+  EXPECT_TRUE(std::equal(v.begin(), v.end(), model.begin() + 12345));
+}
+
+TEST_F(BlockDeviceMediaTest, DiscardReadsZerosOnLoopDevice) {
+  AlignedBuf buf(2 * kMiB);
+  auto data = Pattern(buf.size, 31);
+  std::memcpy(buf.p, data.data(), data.size());
+  ASSERT_TRUE(media_->Write(16 * kMiB, buf.span()).ok());
+  ASSERT_TRUE(media_->Sync().ok());
+  uint64_t allocated = AllocatedBytes(backing_);
+
+  ASSERT_TRUE(media_->Discard(16 * kMiB, 1 * kMiB).ok());
+  AlignedBuf got(2 * kMiB);
+  ASSERT_TRUE(media_->Read(16 * kMiB, got.span()).ok());
+  // The Media contract allows old data; a loop device over a file punches a
+  // hole in the file, so it reads zeros.
+  EXPECT_TRUE(AllZero(got.span().first(1 * kMiB)));
+  EXPECT_EQ(0, std::memcmp(got.p + kMiB, data.data() + kMiB, kMiB));
+  EXPECT_LE(AllocatedBytes(backing_), allocated - 1 * kMiB);
+
+  // Unaligned ends: only whole logical blocks inside the range are discarded.
+  ASSERT_TRUE(media_->Discard(17 * kMiB + 100, 8192).ok());
+  std::vector<std::byte> around(8192 + 200);
+  ASSERT_TRUE(media_->Read(17 * kMiB, around).ok());
+  const std::byte* old = data.data() + kMiB;
+  EXPECT_TRUE(std::equal(around.begin(), around.begin() + 512, old));
+  EXPECT_TRUE(AllZero(std::span(around).subspan(512, 8192 - 512)));
+  EXPECT_TRUE(std::equal(around.begin() + 8192, around.end(), old + 8192));
+  EXPECT_TRUE(media_->Discard(0, 0).ok());
+  EXPECT_TRUE(media_->Discard(100, 200).ok());  // no whole block: a no-op
+}
+
+TEST_F(BlockDeviceMediaTest, OutOfRange) {
+  AlignedBuf buf(8192);
+  EXPECT_EQ(media_->Read(kSize - 4096, buf.span()).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(media_->Write(kSize, buf.span()).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(media_->Discard(kSize - 4096, 8192).code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+// ---------------------------------------------------------------- mem media
+
+TEST(MemMediaTest, ZeroFilledReadWriteDiscard) {
+  auto media = NewMemMedia(1 * kMiB);
+  EXPECT_EQ(media->size(), 1 * kMiB);
+  EXPECT_EQ(media->Describe(), "memory");
+  std::vector<std::byte> got(1 * kMiB, std::byte{9});
+  ASSERT_TRUE(media->Read(0, got).ok());
+  EXPECT_TRUE(AllZero(got));
+
+  auto data = Pattern(10000, 5);
+  ASSERT_TRUE(media->Write(4097, data).ok());
+  got.resize(data.size());
+  ASSERT_TRUE(media->Read(4097, got).ok());
+  EXPECT_EQ(got, data);
+  ASSERT_TRUE(media->Sync().ok());
+
+  ASSERT_TRUE(media->Discard(8192, 4096).ok());
+  std::vector<std::byte> hole(4096);
+  ASSERT_TRUE(media->Read(8192, hole).ok());
+  EXPECT_TRUE(AllZero(hole));
+  std::vector<std::byte> before(8192 - 4097);
+  ASSERT_TRUE(media->Read(4097, before).ok());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), data.begin()));
+}
+
+TEST(MemMediaTest, OutOfRange) {
+  auto media = NewMemMedia(64 * kKiB);
+  std::vector<std::byte> buf(4096);
+  EXPECT_EQ(media->Read(64 * kKiB - 1, buf).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(media->Write(64 * kKiB, buf).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(media->Write(UINT64_MAX, buf).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(media->Discard(0, 64 * kKiB + 1).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(media->Read(64 * kKiB, std::span<std::byte>{}).ok());
+}
+
+TEST(MemMediaTest, ConcurrentAccess) {
+  auto media = NewMemMedia(1 * kMiB);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::byte> got(4096);
+      for (int i = 0; i < 64; ++i) {
+        uint64_t off = uint64_t(t * 64 + i) * 4096;
+        auto d = Pattern(4096, t * 100 + i);
+        ASSERT_TRUE(media->Write(off, d).ok());
+        ASSERT_TRUE(media->Read(off, got).ok());
+        ASSERT_EQ(got, d);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace
+}  // namespace ftl
