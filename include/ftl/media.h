@@ -1,0 +1,48 @@
+#pragma once
+// Media: the byte-addressed store under the FTL (a file, a raw block device,
+// memory, or a fault-injecting wrapper). Offsets and lengths passed by the
+// engine are multiples of 4096 and buffers are 4096-aligned; implementations
+// that need alignment (O_DIRECT) bounce anything else. Errors are statuses:
+// an I/O error is absl::DataLossError or absl::InternalError naming the
+// offset. Thread-safety: all methods may be called concurrently.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ftl {
+
+class Media {
+ public:
+  virtual ~Media() = default;
+  virtual uint64_t size() const = 0;
+  virtual absl::Status Read(uint64_t offset, std::span<std::byte> out) = 0;
+  virtual absl::Status Write(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Makes every completed Write durable.
+  virtual absl::Status Sync() = 0;
+  // Tells the device a range is free (punch hole / BLKDISCARD). Reading it
+  // afterwards returns zeros or old data; callers must not depend on which.
+  virtual absl::Status Discard(uint64_t offset, uint64_t length) = 0;
+  // "file /path", "blockdev /dev/sdb", "memory": for logs and status.
+  virtual std::string Describe() const = 0;
+};
+
+// A regular file. If it does not exist and create_size > 0 it is created
+// sparse with that size; an existing file keeps its size.
+absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
+                                                     uint64_t create_size = 0);
+// A raw block device opened with O_DIRECT; size from BLKGETSIZE64, discard by
+// BLKDISCARD.
+absl::StatusOr<std::shared_ptr<Media>> OpenBlockDeviceMedia(const std::string& path);
+// Picks file or block device by stat(2).
+absl::StatusOr<std::shared_ptr<Media>> OpenMedia(const std::string& path,
+                                                 uint64_t create_size = 0);
+// Zero-filled memory.
+std::shared_ptr<Media> NewMemMedia(uint64_t size);
+
+}  // namespace ftl

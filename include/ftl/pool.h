@@ -1,0 +1,166 @@
+#pragma once
+// Public API of the ftld engine: a Pool owns one Media and lays a
+// log-structured store on it (DESIGN.md §2-3); it exports Volumes, each a
+// virtual block device of fixed size. Everything nbd/ and tools/ need is
+// here; they never include src/.
+//
+// Contracts (DESIGN.md §5):
+//  - A write returns once its data is readable by every reader; it is durable
+//    after a later Flush() returns, or at once with fua.
+//  - Each write of at most Geometry::max_atomic_bytes is atomic across a
+//    crash: after recovery it reads entirely old or entirely new.
+//  - Offsets and lengths are multiples of 512; sub-4 KiB writes are
+//    read-modify-write and stay atomic.
+//  - Errors: out of range -> OutOfRange (writes) / InvalidArgument (others),
+//    misaligned -> InvalidArgument, device full -> ResourceExhausted,
+//    checksum mismatch or media error -> DataLoss, read-only -> PermissionDenied.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ftl/media.h"
+
+namespace ftl {
+
+inline constexpr uint32_t kBlockSize = 4096;
+inline constexpr uint32_t kSectorSize = 512;
+
+struct Geometry {
+  uint32_t block_size = kBlockSize;
+  uint64_t media_bytes = 0;        // size of the Media
+  uint32_t segment_blocks = 0;     // blocks per segment (the erase unit)
+  uint32_t segment_count = 0;
+  uint64_t data_offset = 0;        // byte offset of segment 0
+  uint32_t checkpoint_slot_blocks = 0;
+  uint64_t logical_blocks = 0;     // capacity available to volumes
+  uint64_t max_atomic_bytes = 0;   // largest write that is one record
+  uint32_t format_version = 0;
+  std::string uuid;                // 32 hex digits
+};
+
+struct FormatOptions {
+  uint64_t segment_bytes = 4ull << 20;
+  // Fraction of the segment area kept from volumes for the cleaner.
+  double over_provision = 0.20;
+  // Primary volume created at format; size 0 = all logical capacity.
+  std::string volume_name = "ftl0";
+  uint64_t volume_bytes = 0;
+};
+
+struct OpenOptions {
+  bool start_cleaner = true;
+  // Periodic checkpoint; zero disables the timer (checkpoints still happen
+  // on close and when the cleaner needs one).
+  std::chrono::milliseconds checkpoint_interval{std::chrono::seconds(30)};
+};
+
+// Result of BlockStatus: consecutive extents covering the asked range.
+struct BlockExtent {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool allocated = false;  // false: a hole that reads as zeros
+};
+
+struct VolumeStats {
+  std::string name;
+  uint32_t id = 0;
+  uint64_t size_bytes = 0;
+  uint64_t mapped_bytes = 0;
+  uint64_t reads = 0, writes = 0, trims = 0, zeroes = 0, flushes = 0;
+  uint64_t read_bytes = 0, write_bytes = 0;
+};
+
+struct PoolStats {
+  uint64_t user_write_bytes = 0;    // data blocks written for users
+  uint64_t media_write_bytes = 0;   // everything written to the Media
+  double write_amplification = 0;   // media / user
+  uint64_t gc_relocated_bytes = 0;
+  uint64_t gc_segments_cleaned = 0;
+  uint64_t checkpoint_count = 0;
+  uint64_t checkpoint_bytes = 0;
+  uint32_t segments_total = 0;
+  uint32_t segments_free = 0;
+  uint64_t free_bytes = 0;          // physical bytes in free segments
+  uint64_t live_bytes = 0;          // physical bytes holding live data
+  uint64_t map_memory_bytes = 0;    // volume trees + VBA table
+  uint64_t mapped_blocks = 0;       // blocks mapped over all volumes
+  uint64_t next_seq = 0;
+  std::string cleaner_state;        // "idle", "running", "halted"
+};
+
+class Volume {
+ public:
+  using Callback = std::function<void(absl::Status)>;
+  virtual ~Volume() = default;
+  virtual const std::string& name() const = 0;
+  virtual uint64_t size_bytes() const = 0;
+  virtual bool read_only() const = 0;
+
+  virtual absl::Status Read(uint64_t offset, std::span<std::byte> out) = 0;
+  virtual absl::Status Write(uint64_t offset, std::span<const std::byte> data,
+                             bool fua = false) = 0;
+  // As Write, but returns at once; `done` runs on an engine thread when the
+  // write is readable (and durable if fua). `data` must stay valid until then.
+  virtual void WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
+                          Callback done) = 0;
+  // Unmaps whole 4 KiB blocks inside the range (partial blocks are left).
+  virtual absl::Status Trim(uint64_t offset, uint64_t length, bool fua = false) = 0;
+  // Range reads as zeros afterwards. no_hole: keep it allocated (zeros are
+  // written). fast_only: fail with Unimplemented instead of writing zeros.
+  virtual absl::Status WriteZeroes(uint64_t offset, uint64_t length, bool fua = false,
+                                   bool no_hole = false, bool fast_only = false) = 0;
+  // Durable: every write completed before the call survives a crash.
+  virtual absl::Status Flush() = 0;
+  virtual absl::StatusOr<std::vector<BlockExtent>> BlockStatus(uint64_t offset,
+                                                               uint64_t length) = 0;
+  virtual VolumeStats Stats() const = 0;
+};
+
+class Pool {
+ public:
+  virtual ~Pool() = default;
+  // Lays a new pool on `media`, destroying whatever it held.
+  static absl::StatusOr<std::unique_ptr<Pool>> Format(std::shared_ptr<Media> media,
+                                                      const FormatOptions& opts,
+                                                      const OpenOptions& open = {});
+  // Opens an existing pool: a clean one from its checkpoint, otherwise by
+  // recovery (checkpoint + roll forward, or a rebuild from the log).
+  // NotFound if the media holds no pool; FailedPrecondition for a newer
+  // format version.
+  static absl::StatusOr<std::unique_ptr<Pool>> Open(std::shared_ptr<Media> media,
+                                                    const OpenOptions& opts = {});
+  // True if the media starts with an ftld superblock (either copy).
+  static bool LooksFormatted(Media& media);
+
+  // Stops the cleaner, writes a checkpoint, marks the pool clean. The pool
+  // must not be used afterwards. Destroying a pool without Close() is a
+  // crash as far as the media is concerned (the next Open recovers).
+  virtual absl::Status Close() = 0;
+
+  virtual const Geometry& geometry() const = 0;
+  virtual std::vector<std::string> VolumeNames() const = 0;
+  // nullptr if there is no such volume. The pointer lives as long as the Pool.
+  virtual Volume* GetVolume(const std::string& name) = 0;
+  virtual Volume* PrimaryVolume() = 0;
+
+  virtual absl::Status Checkpoint() = 0;
+  // Runs the cleaner in the calling thread until `min_free_segments` are free
+  // or nothing is reclaimable; returns the number of segments cleaned.
+  virtual absl::StatusOr<uint32_t> RunCleaner(uint32_t min_free_segments) = 0;
+  virtual void HaltCleaner() = 0;
+  virtual void ResumeCleaner() = 0;
+  virtual PoolStats Stats() const = 0;
+  // Human-readable recovery summary of the last Open ("clean", "recovered
+  // N records from checkpoint seq S", "rebuilt from log").
+  virtual std::string OpenReport() const = 0;
+};
+
+}  // namespace ftl

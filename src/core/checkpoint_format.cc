@@ -1,0 +1,246 @@
+#include "core/checkpoint_format.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "util/checksum.h"
+#include "util/encoding.h"
+
+namespace ftl::core {
+
+using util::Decoder;
+using util::Encoder;
+
+namespace {
+constexpr size_t kHeaderBytes = 8 + 4 + 16 + 8 + 8 + 8;
+
+void EncodeNodes(const MapState& state, Encoder& e,
+                 std::unordered_map<const map::Node*, uint32_t>* ids) {
+  std::vector<std::byte> body;
+  Encoder ne(&body);
+  uint32_t count = 0;
+  // Post-order DFS so children get indices before their parents.
+  std::function<uint32_t(const map::Node*)> emit = [&](const map::Node* n) -> uint32_t {
+    auto it = ids->find(n);
+    if (it != ids->end()) return it->second;
+    if (n->leaf) {
+      const auto* l = static_cast<const map::Leaf*>(n);
+      ne.U8(0);
+      ne.U16(l->count);
+      for (int i = 0; i < l->count; ++i) {
+        ne.U32(l->e[i].lba);
+        ne.U32(l->e[i].len);
+        ne.U32(l->e[i].vba);
+      }
+    } else {
+      const auto* in = static_cast<const map::Inner*>(n);
+      std::vector<uint32_t> kids(in->count);
+      for (int i = 0; i < in->count; ++i) kids[i] = emit(in->kid[i]);
+      ne.U8(1);
+      ne.U16(in->count);
+      for (int i = 0; i < in->count; ++i) {
+        ne.U32(in->key[i]);
+        ne.U32(kids[i]);
+      }
+    }
+    (*ids)[n] = count;
+    return count++;
+  };
+  for (const auto& [id, v] : state.volumes()) {
+    if (v->tree.root()) emit(v->tree.root());
+  }
+  e.U32(count);
+  e.Bytes(body);
+}
+}  // namespace
+
+std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& uuid,
+                                        uint64_t next_seq) {
+  std::vector<std::byte> body;
+  Encoder e(&body);
+  const auto& segs = state.segments();
+  e.U32(segs.count());
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    const auto& si = segs.at(s);
+    e.U8(uint8_t(si.state));
+    e.U8(uint8_t(si.stream));
+    e.U32(si.write_ptr);
+    e.U64(si.max_seq);
+    e.U64(si.sealed_seq);
+  }
+  const auto& entries = state.vbas().entries();
+  e.U32(uint32_t(entries.size()));
+  for (const auto& en : entries) {
+    e.U32(en.pba);
+    e.U32(en.refs);
+  }
+  const auto& csums = state.block_csums();
+  e.U32(uint32_t(csums.size()));
+  for (uint32_t c : csums) e.U32(c);
+  std::unordered_map<const map::Node*, uint32_t> ids;
+  EncodeNodes(state, e, &ids);
+  e.U32(uint32_t(state.volumes().size()));
+  for (const auto& [id, v] : state.volumes()) {
+    e.U32(id);
+    e.String(v->name);
+    e.U64(v->size_blocks);
+    e.U32(v->tree.root() ? ids[v->tree.root()] : uint32_t(-1));
+    e.U64(v->tree.mapped_blocks());
+  }
+  std::vector<std::byte> out;
+  out.reserve(kHeaderBytes + body.size());
+  Encoder h(&out);
+  h.U64(kCheckpointMagic);
+  h.U32(kCheckpointVersion);
+  h.Bytes(uuid);
+  h.U64(next_seq);
+  h.U64(body.size());
+  h.U64(util::Xxh3(body));
+  h.Bytes(body);
+  return out;
+}
+
+absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> bytes,
+                                                  const log::Uuid& uuid, MapState* state) {
+  Decoder h(bytes);
+  if (h.U64() != kCheckpointMagic) return absl::DataLossError("checkpoint: bad magic");
+  if (h.U32() != kCheckpointVersion) return absl::DataLossError("checkpoint: unknown version");
+  auto id = h.Bytes(16);
+  if (!h.ok() || std::memcmp(id.data(), uuid.data(), 16) != 0)
+    return absl::DataLossError("checkpoint: belongs to another pool");
+  LoadedCheckpoint out;
+  out.next_seq = h.U64();
+  uint64_t body_len = h.U64();
+  uint64_t sum = h.U64();
+  if (!h.ok() || body_len > h.remaining()) return absl::DataLossError("checkpoint: truncated");
+  auto body = h.Bytes(body_len);
+  if (util::Xxh3(body) != sum) return absl::DataLossError("checkpoint: checksum mismatch");
+
+  Decoder d(body);
+  auto& segs = state->segments();
+  if (d.U32() != segs.count()) return absl::DataLossError("checkpoint: segment count differs");
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    auto st = log::SegmentState(d.U8());
+    if (uint8_t(st) > uint8_t(log::SegmentState::kCleaning))
+      return absl::DataLossError("checkpoint: bad segment state");
+    segs.SetState(s, st);
+    auto& si = segs.at(s);
+    si.stream = log::Stream(d.U8());
+    si.write_ptr = d.U32();
+    si.max_seq = d.U64();
+    si.sealed_seq = d.U64();
+    if (si.write_ptr > segs.segment_blocks())
+      return absl::DataLossError("checkpoint: bad write pointer");
+  }
+  uint32_t nvba = d.U32();
+  if (!d.ok() || nvba > d.remaining() / 8) return absl::DataLossError("checkpoint: bad VBA table");
+  std::vector<map::VbaTable::Entry> entries(nvba);
+  uint64_t physical = uint64_t(segs.count()) * segs.segment_blocks();
+  for (auto& en : entries) {
+    en.pba = d.U32();
+    en.refs = d.U32();
+    if (en.pba != kNoBlock && en.pba >= physical)
+      return absl::DataLossError("checkpoint: PBA out of range");
+  }
+  uint32_t ncsum = d.U32();
+  if (ncsum != physical || ncsum > d.remaining() / 4)
+    return absl::DataLossError("checkpoint: bad checksum table");
+  auto& csums = state->block_csums();
+  for (uint32_t i = 0; i < ncsum; ++i) csums[i] = d.U32();
+
+  uint32_t nnodes = d.U32();
+  if (!d.ok() || nnodes > d.remaining() / 3) return absl::DataLossError("checkpoint: bad nodes");
+  std::vector<map::Node*> nodes;
+  nodes.reserve(nnodes);
+  auto fail = [&](const char* what) {
+    // Nodes already built hold no VBA references of their own (the table is
+    // loaded separately), so just free the memory.
+    for (map::Node* n : nodes) {
+      if (n->leaf) {
+        --state->tree_context()->leaves;
+        delete static_cast<map::Leaf*>(n);
+      } else {
+        --state->tree_context()->inners;
+        delete static_cast<map::Inner*>(n);
+      }
+    }
+    return absl::DataLossError(absl::StrCat("checkpoint: ", what));
+  };
+  for (uint32_t i = 0; i < nnodes; ++i) {
+    uint8_t kind = d.U8();
+    uint16_t n = d.U16();
+    if (kind == 0) {
+      if (n > map::kLeafCap) return fail("leaf too large");
+      map::Leaf* l = map::ExtentTree::NewLeaf(state->tree_context());
+      l->refs = 0;
+      l->count = n;
+      for (int k = 0; k < n; ++k) {
+        l->e[k].lba = d.U32();
+        l->e[k].len = d.U32();
+        l->e[k].vba = d.U32();
+        if (uint64_t(l->e[k].vba) + l->e[k].len > nvba) {
+          nodes.push_back(l);
+          return fail("extent names an unknown VBA");
+        }
+      }
+      nodes.push_back(l);
+    } else if (kind == 1) {
+      if (n > map::kInnerCap || n == 0) return fail("inner node size");
+      map::Inner* in = map::ExtentTree::NewInner(state->tree_context());
+      in->refs = 0;
+      in->count = n;
+      nodes.push_back(in);
+      for (int k = 0; k < n; ++k) {
+        in->key[k] = d.U32();
+        uint32_t child = d.U32();
+        if (child >= i) return fail("child index not before parent");
+        in->kid[k] = nodes[child];
+        ++nodes[child]->refs;
+      }
+    } else {
+      return fail("bad node kind");
+    }
+    if (!d.ok()) return fail("truncated nodes");
+  }
+  uint32_t nvol = d.U32();
+  struct VolIn {
+    uint32_t id;
+    std::string name;
+    uint64_t size;
+    uint32_t root;
+    uint64_t mapped;
+  };
+  std::vector<VolIn> vols;
+  for (uint32_t i = 0; i < nvol && d.ok(); ++i) {
+    VolIn v;
+    v.id = d.U32();
+    v.name = d.String();
+    v.size = d.U64();
+    v.root = d.U32();
+    v.mapped = d.U64();
+    if (v.root != uint32_t(-1)) {
+      if (v.root >= nodes.size()) return fail("bad root index");
+      ++nodes[v.root]->refs;
+    }
+    vols.push_back(std::move(v));
+  }
+  if (!d.ok() || d.remaining() != 0) return fail("trailing or truncated body");
+  for (map::Node* n : nodes) {
+    if (n->refs == 0) return fail("unreferenced node");
+  }
+  state->vbas().Load(std::move(entries));
+  for (const auto& en : state->vbas().entries()) {
+    if (en.refs > 0 && en.pba != kNoBlock) {
+      if (segs.IsValid(en.pba)) return absl::DataLossError("checkpoint: PBA used twice");
+      segs.SetValid(en.pba);
+    }
+  }
+  for (VolIn& v : vols) {
+    VolumeMeta* meta = state->AddVolume(v.id, v.name, v.size);
+    if (v.root != uint32_t(-1)) meta->tree.AdoptRoot(nodes[v.root], v.mapped);
+  }
+  return out;
+}
+
+}  // namespace ftl::core

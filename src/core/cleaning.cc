@@ -1,0 +1,164 @@
+// PoolImpl as the cleaner's host: victim candidates and segment cleaning.
+// Relocation only changes the VBA table, by compare-and-set from the old
+// PBA (a copy that lost its race to a user overwrite is simply dead).
+
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "core/aligned_buffer.h"
+#include "core/pool_impl.h"
+#include "log/segment_reader.h"
+#include "util/logging.h"
+
+namespace ftl::core {
+namespace {
+constexpr uint32_t kRelocChunkBlocks = 256;
+}
+
+uint32_t PoolImpl::FreeSegments() {
+  absl::ReaderMutexLock l(&map_mu_);
+  return state_->segments().free_count();
+}
+
+gc::VictimInput PoolImpl::Candidates() {
+  gc::VictimInput in;
+  absl::ReaderMutexLock l(&map_mu_);
+  const auto& segs = state_->segments();
+  in.segment_blocks = segs.segment_blocks();
+  in.now_seq = last_written_seq_ + 1;
+  in.gate_seq = gate_seq_;
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    const auto& si = segs.at(s);
+    if (si.state != log::SegmentState::kFull) continue;
+    in.full.push_back({s, si.live, si.max_seq, si.sealed_seq});
+  }
+  return in;
+}
+
+absl::StatusOr<uint32_t> PoolImpl::RunCleaner(uint32_t min_free_segments) {
+  return cleaner_->RunUntil(min_free_segments);
+}
+
+absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
+  auto& segs = state_->segments();
+  uint32_t wp;
+  {
+    absl::MutexLock l(&map_mu_);
+    if (segs.at(seg).state != log::SegmentState::kFull) return 0;
+    segs.SetState(seg, log::SegmentState::kCleaning);
+    wp = segs.at(seg).write_ptr;
+  }
+  auto restore = [&](absl::Status s) {
+    absl::MutexLock l(&map_mu_);
+    segs.SetState(seg, log::SegmentState::kFull);
+    return s;
+  };
+  Bno first = segs.FirstBlock(seg);
+  AlignedBuffer buf(size_t(wp) * kBlockSize);
+  if (wp > 0) {
+    if (absl::Status s = media_->Read(MediaOffset(first), buf.span()); !s.ok()) return restore(s);
+  }
+  log::ScanOptions so;
+  so.segment_blocks = wp;
+  so.uuid = sb_.uuid;
+  so.verify_data = false;
+  log::SegmentScan scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
+    std::memcpy(out.data(), buf.data() + size_t(b) * kBlockSize, size_t(n) * kBlockSize);
+    return absl::OkStatus();
+  });
+
+  // Live blocks: the VBA table still points at them.
+  std::vector<log::RelocBlock> live;
+  std::vector<uint32_t> offsets;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    const auto& vbas = state_->vbas();
+    auto is_live = [&](Bno vba, Bno pba) {
+      return vbas.InRange(vba) && vbas.Get(vba).refs > 0 && vbas.Get(vba).pba == pba;
+    };
+    for (const log::ParsedRecord& rec : scan.records) {
+      uint32_t i = 0;
+      for (const log::Op& op : rec.header.ops) {
+        if (op.type == log::OpType::kWrite) {
+          for (size_t k = 0; k < op.write.vba.size(); ++k, ++i) {
+            Bno pba = first + rec.data_block(i);
+            if (!is_live(op.write.vba[k], pba)) continue;
+            live.push_back({op.write.vba[k], pba, state_->block_csum(pba), rec.header.seq,
+                            op.write.vol, op.write.lba + Bno(k)});
+            offsets.push_back(rec.data_block(i));
+          }
+        } else if (op.type == log::OpType::kReloc) {
+          for (const log::RelocBlock& b : op.reloc.blocks) {
+            Bno pba = first + rec.data_block(i++);
+            if (!is_live(b.vba, pba)) continue;
+            live.push_back({b.vba, pba, state_->block_csum(pba), b.data_seq, b.vol, b.lba});
+            offsets.push_back(rec.data_block(i - 1));
+          }
+        }
+      }
+    }
+  }
+
+  // Relocate in chunks; data is gathered into one buffer per chunk.
+  struct Pending {
+    AlignedBuffer data;
+    absl::Notification done;
+    absl::Status status;
+  };
+  std::vector<std::unique_ptr<Pending>> pending;
+  for (size_t at = 0; at < live.size(); at += kRelocChunkBlocks) {
+    size_t n = std::min<size_t>(kRelocChunkBlocks, live.size() - at);
+    auto pd = std::make_unique<Pending>();
+    pd->data = AlignedBuffer(n * kBlockSize);
+    for (size_t k = 0; k < n; ++k) {
+      std::memcpy(pd->data.data() + k * kBlockSize, buf.data() + size_t(offsets[at + k]) * kBlockSize,
+                  kBlockSize);
+    }
+    auto* r = new Request;
+    r->stream = log::Stream::kRelocation;
+    ReqOp op;
+    op.type = log::OpType::kReloc;
+    op.count = Bno(n);
+    op.data = pd->data.data();
+    op.reloc.assign(live.begin() + at, live.begin() + at + n);
+    r->ops.push_back(std::move(op));
+    Pending* raw = pd.get();
+    r->done = [raw](absl::Status s) {
+      raw->status = s;
+      raw->done.Notify();
+    };
+    pending.push_back(std::move(pd));
+    Submit(r);
+  }
+  for (auto& pd : pending) {
+    pd->done.WaitForNotification();
+    if (!pd->status.ok()) return restore(pd->status);
+  }
+  {
+    absl::MutexLock l(&map_mu_);
+    if (uint32_t left = segs.at(seg).live; left != 0) {
+      segs.SetState(seg, log::SegmentState::kFull);
+      return absl::InternalError(absl::StrFormat(
+          "segment %d still has %d live blocks its records do not describe", seg, left));
+    }
+  }
+  // The segment may be reused only once everything that made its blocks
+  // dead (relocations, overwrites, trims) is durable, and no reader still
+  // reads from it.
+  if (absl::Status s = SyncMedia(); !s.ok()) return restore(s);
+  while (seg_readers_[seg].load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  (void)media_->Discard(MediaOffset(first), uint64_t(geo_.segment_blocks) * kBlockSize);
+  {
+    absl::MutexLock l(&map_mu_);
+    segs.ResetSegment(seg);
+    segs.SetState(seg, log::SegmentState::kFree);
+  }
+  {
+    absl::MutexLock l(&queue_mu_);
+    user_blocked_ = false;
+  }
+  return uint32_t(live.size());
+}
+
+}  // namespace ftl::core

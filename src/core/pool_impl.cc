@@ -1,0 +1,607 @@
+// Lifecycle of a pool: format, open (clean / roll forward / rebuild), close,
+// checkpoints and superblocks. Startup and shutdown run as named steps whose
+// durations are logged.
+
+#include "core/pool_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "core/aligned_buffer.h"
+#include "core/checkpoint_format.h"
+#include "log/segment_reader.h"
+#include "util/checksum.h"
+#include "util/encoding.h"
+#include "util/logging.h"
+
+namespace ftl::core {
+namespace {
+
+constexpr uint32_t kGcReserveSegments = 2;
+constexpr uint32_t kMinSegments = 16;
+
+// Runs named steps in order, logging each one's duration; stops at the
+// first failure.
+struct Step {
+  const char* name;
+  std::function<absl::Status()> run;
+};
+absl::Status RunSteps(const char* what, const std::vector<Step>& steps) {
+  auto log = util::Logger("core");
+  auto total = std::chrono::steady_clock::now();
+  for (const Step& s : steps) {
+    auto t0 = std::chrono::steady_clock::now();
+    absl::Status st = s.run();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!st.ok()) {
+      log->error("{}: step '{}' failed after {:.2f} ms: {}", what, s.name, ms, st.ToString());
+      return st;
+    }
+    log->debug("{}: step '{}' took {:.2f} ms", what, s.name, ms);
+  }
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - total).count();
+  log->info("{} done in {:.2f} ms", what, ms);
+  return absl::OkStatus();
+}
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+uint32_t Request::data_blocks() const {
+  uint32_t n = 0;
+  for (const ReqOp& op : ops) n += op.type == log::OpType::kTrim ? 0 : op.count;
+  return n;
+}
+
+size_t Request::payload_bytes() const {
+  size_t n = 0;
+  for (const ReqOp& op : ops) {
+    switch (op.type) {
+      case log::OpType::kWrite: n += 13 + 8 * size_t(op.count); break;
+      case log::OpType::kTrim: n += 13; break;
+      case log::OpType::kReloc: n += 5 + 28 * op.reloc.size(); break;
+    }
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------- format
+
+absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoFormat(std::shared_ptr<Media> media,
+                                                             const FormatOptions& f,
+                                                             const OpenOptions& o) {
+  if (f.segment_bytes % kBlockSize || f.segment_bytes < 64 * kBlockSize ||
+      f.segment_bytes > (256u << 20)) {
+    return absl::InvalidArgumentError("segment size must be a multiple of 4 KiB in [256 KiB, 256 MiB]");
+  }
+  if (!(f.over_provision >= 0.05 && f.over_provision <= 0.9)) {
+    return absl::InvalidArgumentError("over-provisioning must be within [0.05, 0.9]");
+  }
+  if (f.volume_name.empty() || f.volume_name.size() > 255) {
+    return absl::InvalidArgumentError("volume name must be 1..255 bytes");
+  }
+  uint64_t size = media->size();
+  uint64_t physical_est = size / kBlockSize;
+  log::Superblock sb;
+  sb.uuid = log::NewUuid();
+  sb.segment_blocks = uint32_t(f.segment_bytes / kBlockSize);
+  sb.ckpt_slot_blocks = uint32_t(AlignUp(65536 + 32 * physical_est, kBlockSize) / kBlockSize);
+  sb.data_offset = AlignUp((2 + 2 * uint64_t(sb.ckpt_slot_blocks)) * kBlockSize, 1 << 20);
+  uint64_t segs = size > sb.data_offset ? (size - sb.data_offset) / f.segment_bytes : 0;
+  if (segs < kMinSegments) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "media too small: %d bytes holds %d segments of %d bytes, need at least %d", size, segs,
+        f.segment_bytes, kMinSegments));
+  }
+  if (segs * sb.segment_blocks >= kNoBlock) {
+    return absl::InvalidArgumentError("media too large: at most 16 TiB of segments");
+  }
+  sb.segment_count = uint32_t(segs);
+  sb.media_bytes = size;
+  uint64_t usable = uint64_t(segs - kGcReserveSegments - 2) * sb.segment_blocks;
+  sb.logical_blocks = uint64_t(double(usable) * (1.0 - f.over_provision)) / 256 * 256;
+  uint64_t vol_blocks = f.volume_bytes ? f.volume_bytes / kBlockSize : sb.logical_blocks;
+  if (vol_blocks == 0 || vol_blocks > sb.logical_blocks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "volume size %d exceeds the pool's logical capacity %d", vol_blocks * kBlockSize,
+        sb.logical_blocks * kBlockSize));
+  }
+  sb.primary_name = f.volume_name;
+  sb.primary_blocks = vol_blocks;
+
+  // An empty checkpoint in both slots, then both superblock copies.
+  MapState empty(sb.segment_count, sb.segment_blocks);
+  empty.AddVolume(0, f.volume_name, vol_blocks);
+  std::vector<std::byte> ck = EncodeCheckpoint(empty, sb.uuid, 1);
+  AlignedBuffer slot(AlignUp(ck.size(), kBlockSize));
+  std::memcpy(slot.data(), ck.data(), ck.size());
+  for (int i = 0; i < 2; ++i) {
+    uint64_t off = (2 + uint64_t(i) * sb.ckpt_slot_blocks) * kBlockSize;
+    if (absl::Status s = media->Write(off, slot.span()); !s.ok()) return s;
+    sb.slots[i] = {1, ck.size(), util::Xxh3(ck)};
+  }
+  // Old records must not look like ours; the uuid guards too.
+  (void)media->Discard(sb.data_offset, uint64_t(segs) * f.segment_bytes);
+  for (int i = 0; i < 2; ++i) {
+    sb.generation = uint64_t(i + 1);
+    sb.newest_slot = 1;
+    sb.clean = true;
+    std::vector<std::byte> enc = log::EncodeSuperblock(sb);
+    AlignedBuffer b(kBlockSize);
+    std::memcpy(b.data(), enc.data(), kBlockSize);
+    if (absl::Status s = media->Write(uint64_t(i) * kBlockSize, b.span()); !s.ok()) return s;
+  }
+  if (absl::Status s = media->Sync(); !s.ok()) return s;
+  util::Logger("core")->info("formatted {}: {} segments of {}, logical {} MiB, uuid {}",
+                             media->Describe(), segs, f.segment_bytes,
+                             sb.logical_blocks * kBlockSize >> 20, log::UuidToString(sb.uuid));
+  return DoOpen(std::move(media), o);
+}
+
+// ---------------------------------------------------------------- open
+
+absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media> media,
+                                                           const OpenOptions& o) {
+  std::unique_ptr<PoolImpl> p(new PoolImpl(std::move(media)));
+  PoolImpl* pool = p.get();
+  absl::Status st = RunSteps(
+      "open",
+      {
+          {"read superblock", [&] { return pool->ReadSuperblock(); }},
+          {"load checkpoint / recover", [&] { return pool->LoadCheckpointOrRebuild(); }},
+          {"mark dirty",
+           [&] {
+             pool->sb_.clean = false;
+             return pool->WriteSuperblock();
+           }},
+          {"start threads",
+           [&] {
+             pool->StartThreads(o);
+             return absl::OkStatus();
+           }},
+      });
+  if (!st.ok()) return st;
+  return p;
+}
+
+void PoolImpl::SetGeometry(const log::Superblock& sb) {
+  geo_.block_size = sb.block_size;
+  geo_.media_bytes = sb.media_bytes;
+  geo_.segment_blocks = sb.segment_blocks;
+  geo_.segment_count = sb.segment_count;
+  geo_.data_offset = sb.data_offset;
+  geo_.checkpoint_slot_blocks = sb.ckpt_slot_blocks;
+  geo_.logical_blocks = sb.logical_blocks;
+  geo_.max_atomic_bytes =
+      std::min<uint64_t>(uint64_t(sb.segment_blocks) * kBlockSize / 4, 8u << 20);
+  geo_.format_version = sb.format_version;
+  geo_.uuid = log::UuidToString(sb.uuid);
+}
+
+absl::Status PoolImpl::ReadSuperblock() {
+  if (media_->size() < 2 * kBlockSize) return absl::NotFoundError("media too small to hold a pool");
+  AlignedBuffer buf(2 * kBlockSize);
+  if (absl::Status s = media_->Read(0, buf.span()); !s.ok()) return s;
+  absl::StatusOr<log::Superblock> copies[2] = {
+      log::DecodeSuperblock(buf.span().subspan(0, kBlockSize)),
+      log::DecodeSuperblock(buf.span().subspan(kBlockSize, kBlockSize))};
+  int best = -1;
+  for (int i = 0; i < 2; ++i) {
+    if (copies[i].ok() && (best < 0 || copies[i]->generation > copies[best]->generation)) best = i;
+  }
+  if (best < 0) {
+    for (auto& c : copies)
+      if (absl::IsFailedPrecondition(c.status())) return c.status();
+    if (absl::IsNotFound(copies[0].status()) && absl::IsNotFound(copies[1].status()))
+      return absl::NotFoundError("no ftld pool on this media (no superblock)");
+    return absl::DataLossError("both superblock copies are corrupt");
+  }
+  if (!copies[1 - best].ok()) {
+    util::Logger("core")->warn("superblock copy {} unusable ({}); using copy {}", 1 - best,
+                               std::string(copies[1 - best].status().message()), best);
+  }
+  sb_ = *copies[best];
+  if (sb_.media_bytes > media_->size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "media is %d bytes but the pool was formatted for %d", media_->size(), sb_.media_bytes));
+  }
+  SetGeometry(sb_);
+  seg_readers_ = std::make_unique<std::atomic<uint32_t>[]>(sb_.segment_count);
+  return absl::OkStatus();
+}
+
+absl::Status PoolImpl::WriteSuperblock() {
+  ++sb_.generation;
+  std::vector<std::byte> enc = log::EncodeSuperblock(sb_);
+  AlignedBuffer b(kBlockSize);
+  std::memcpy(b.data(), enc.data(), kBlockSize);
+  if (absl::Status s = media_->Write((sb_.generation % 2) * kBlockSize, b.span()); !s.ok())
+    return s;
+  media_bytes_ += kBlockSize;
+  return SyncMedia();
+}
+
+absl::Status PoolImpl::LoadCheckpointOrRebuild() {
+  auto log = util::Logger("core");
+  int order[2] = {sb_.newest_slot, 1 - sb_.newest_slot};
+  for (int slot : order) {
+    const log::SlotInfo& si = sb_.slots[slot];
+    if (si.bytes == 0 || si.bytes > uint64_t(sb_.ckpt_slot_blocks) * kBlockSize) continue;
+    AlignedBuffer buf(AlignUp(si.bytes, kBlockSize));
+    uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
+    if (absl::Status s = media_->Read(off, buf.span()); !s.ok()) {
+      log->warn("checkpoint slot {} unreadable: {}", slot, s.ToString());
+      continue;
+    }
+    auto bytes = buf.span().subspan(0, si.bytes);
+    if (util::Xxh3(bytes) != si.xxh3) {
+      log->warn("checkpoint slot {} is corrupt (checksum mismatch); trying the other", slot);
+      continue;
+    }
+    auto state = std::make_unique<MapState>(sb_.segment_count, sb_.segment_blocks);
+    auto loaded = DecodeCheckpoint(bytes, sb_.uuid, state.get());
+    if (!loaded.ok()) {
+      log->warn("checkpoint slot {} unusable: {}", slot, std::string(loaded.status().message()));
+      continue;
+    }
+    state_ = std::move(state);
+    for (uint32_t s = 0; s < sb_.segment_count; ++s) {
+      if (state_->segments().at(s).state == log::SegmentState::kCleaning)
+        state_->segments().SetState(s, log::SegmentState::kFull);
+    }
+    next_seq_ = loaded->next_seq;
+    if (sb_.clean && slot == sb_.newest_slot) {
+      // Resume appending to the segments that were open.
+      for (uint32_t s = 0; s < sb_.segment_count; ++s) {
+        const auto& si2 = state_->segments().at(s);
+        if (si2.state == log::SegmentState::kOpen) open_seg_[int(si2.stream)] = s;
+      }
+      open_report_ = absl::StrCat("clean open from checkpoint (next seq ", next_seq_, ")");
+    } else {
+      if (absl::Status s = RollForward(loaded->next_seq); !s.ok()) return s;
+      if (slot != sb_.newest_slot) open_report_ += absl::StrCat(" (fell back to checkpoint slot ", slot, ")");
+    }
+    last_written_seq_ = next_seq_ - 1;
+    durable_seq_ = next_seq_ - 1;
+    if (!sb_.clean || slot != sb_.newest_slot) {
+      // Both slots get the recovered state, so neither can later replay
+      // records past the point where this recovery stopped.
+      for (int i = 0; i < 2; ++i)
+        if (absl::Status s = DoCheckpoint(); !s.ok()) return s;
+    }
+    gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
+    return absl::OkStatus();
+  }
+  log->warn("no usable checkpoint; rebuilding the map from the log alone");
+  if (absl::Status s = RebuildFromLog(); !s.ok()) return s;
+  last_written_seq_ = next_seq_ - 1;
+  durable_seq_ = next_seq_ - 1;
+  for (int i = 0; i < 2; ++i)
+    if (absl::Status s = DoCheckpoint(); !s.ok()) return s;
+  gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
+  return absl::OkStatus();
+}
+
+namespace {
+struct FoundRecord {
+  log::ParsedRecord rec;
+  uint32_t seg;
+};
+}  // namespace
+
+absl::Status PoolImpl::RollForward(uint64_t from_seq) {
+  auto& segs = state_->segments();
+  std::vector<FoundRecord> found;
+  std::vector<uint32_t> was_open;
+  // Records newer than the checkpoint are in segments that were free or
+  // open then, or in segments cleaned and reused since: those start with a
+  // record at or above from_seq in block 0.
+  AlignedBuffer first_block(kBlockSize);
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    const auto& si = segs.at(s);
+    Bno first = segs.FirstBlock(s);
+    auto read = [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
+      return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
+    };
+    bool reused = false;
+    if (read(0, 1, first_block.span()).ok() && log::PeekHeaderBlocks(first_block.span()) > 0) {
+      uint64_t seq = util::GetU64(first_block.data() + 16);
+      reused = seq >= from_seq;
+    }
+    if (si.state == log::SegmentState::kOpen) was_open.push_back(s);
+    if (!reused && si.state != log::SegmentState::kFree && si.state != log::SegmentState::kOpen)
+      continue;
+    log::ScanOptions so;
+    so.segment_blocks = geo_.segment_blocks;
+    so.start_block = !reused && si.state == log::SegmentState::kOpen ? si.write_ptr : 0;
+    so.uuid = sb_.uuid;
+    so.min_seq = from_seq;
+    auto scan = log::ScanSegment(so, read);
+    for (auto& r : scan.records) found.push_back({std::move(r), s});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const FoundRecord& a, const FoundRecord& b) { return a.rec.header.seq < b.rec.header.seq; });
+  uint64_t expected = from_seq, max_seen = from_seq - 1;
+  size_t applied = 0;
+  size_t i = 0;
+  for (; i < found.size(); ++i) {
+    const auto& h = found[i].rec.header;
+    if (h.seq != expected) break;
+    if (!found[i].rec.data_ok) {
+      // Torn tail (not yet durable) or a damaged durable record? A later
+      // record that saw it durable tells.
+      bool durable = false;
+      for (size_t k = i + 1; k < found.size(); ++k) durable |= found[k].rec.header.durable_seq >= h.seq;
+      if (!durable) break;
+      util::Logger("core")->error(
+          "record seq {} has damaged data blocks but was durable; applying it (those blocks will read as errors)",
+          h.seq);
+    }
+    Bno pba = segs.FirstBlock(found[i].seg) + found[i].rec.first_block;
+    state_->ApplyRecord(h, pba);
+    auto& si = segs.at(found[i].seg);
+    if (si.state == log::SegmentState::kFree) segs.SetState(found[i].seg, log::SegmentState::kFull);
+    si.stream = h.stream;
+    ++applied;
+    ++expected;
+  }
+  for (const auto& f : found) max_seen = std::max(max_seen, f.rec.header.seq);
+  for (size_t k = i; k < found.size(); ++k) {
+    if (found[k].rec.header.durable_seq >= expected) {
+      return absl::DataLossError(absl::StrFormat(
+          "log record seq %d is missing or corrupt but a later record says it was durable; "
+          "refusing to open (run ftl-tool check)",
+          expected));
+    }
+  }
+  for (uint32_t s : was_open) {
+    if (segs.at(s).state == log::SegmentState::kOpen) segs.SetState(s, log::SegmentState::kFull);
+  }
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    auto& si = segs.at(s);
+    if (si.state == log::SegmentState::kFull && si.sealed_seq == 0) si.sealed_seq = si.max_seq;
+  }
+  next_seq_ = max_seen + 1;
+  open_report_ = absl::StrFormat(
+      "recovered: checkpoint seq %d + %d records rolled forward%s", from_seq, applied,
+      i < found.size() ? absl::StrFormat(" (%d unflushed records after seq %d discarded)",
+                                         found.size() - i, expected - 1)
+                       : "");
+  util::Logger("core")->info("{}", open_report_);
+  return absl::OkStatus();
+}
+
+absl::Status PoolImpl::RebuildFromLog() {
+  state_ = std::make_unique<MapState>(sb_.segment_count, sb_.segment_blocks);
+  state_->AddVolume(0, sb_.primary_name, sb_.primary_blocks);
+  auto& segs = state_->segments();
+  std::vector<FoundRecord> found;
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    log::ScanOptions so;
+    so.segment_blocks = geo_.segment_blocks;
+    so.uuid = sb_.uuid;
+    Bno first = segs.FirstBlock(s);
+    auto scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
+      return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
+    });
+    for (auto& r : scan.records) found.push_back({std::move(r), s});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const FoundRecord& a, const FoundRecord& b) { return a.rec.header.seq < b.rec.header.seq; });
+  uint64_t max_seen = 0;
+  size_t applied = 0;
+  for (const FoundRecord& f : found) {
+    max_seen = std::max(max_seen, f.rec.header.seq);
+    if (!f.rec.data_ok) continue;
+    state_->ApplyRecord(f.rec.header, segs.FirstBlock(f.seg) + f.rec.first_block,
+                        ApplyMode::kRebuild);
+    auto& si = segs.at(f.seg);
+    if (si.state == log::SegmentState::kFree) segs.SetState(f.seg, log::SegmentState::kFull);
+    si.stream = f.rec.header.stream;
+    ++applied;
+  }
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    auto& si = segs.at(s);
+    if (si.state == log::SegmentState::kFull) si.sealed_seq = si.max_seq;
+  }
+  next_seq_ = max_seen + 1;
+  open_report_ = absl::StrFormat("rebuilt from the log alone: %d records applied", applied);
+  util::Logger("core")->warn("{}", open_report_);
+  return absl::OkStatus();
+}
+
+void PoolImpl::StartThreads(const OpenOptions& o) {
+  for (const auto& [id, v] : state_->volumes()) {
+    volumes_.push_back(std::make_unique<VolumeImpl>(this, id, v->name, v->size_blocks, false));
+  }
+  ckpt_interval_ = o.checkpoint_interval;
+  last_ckpt_ = std::chrono::steady_clock::now();
+  last_ckpt_seq_ = next_seq_;
+  writer_ = std::thread([this] { WriterLoop(); });
+  gc::CleanerOptions co;
+  uint32_t n = geo_.segment_count;
+  co.critical = kGcReserveSegments + 2;
+  co.low_watermark = std::max<uint32_t>(co.critical + 2, n / 20);
+  co.high_watermark = co.low_watermark + std::max<uint32_t>(2, n / 50);
+  co.max_segments_per_second = 0;
+  cleaner_ = std::make_unique<gc::Cleaner>(this, co);
+  if (o.start_cleaner) cleaner_->Start();
+}
+
+void PoolImpl::StopThreads() {
+  if (cleaner_) cleaner_->Stop();
+  {
+    absl::MutexLock l(&queue_mu_);
+    stop_ = true;
+  }
+  if (writer_.joinable()) writer_.join();
+}
+
+PoolImpl::~PoolImpl() {
+  // Without Close() this is a crash as far as the media is concerned: the
+  // queued requests are written, nothing else.
+  StopThreads();
+}
+
+absl::Status PoolImpl::Close() {
+  if (closed_) return absl::FailedPreconditionError("pool already closed");
+  closed_ = true;
+  return RunSteps("close", {
+                               {"stop cleaner and writer",
+                                [&] {
+                                  StopThreads();
+                                  absl::MutexLock l(&queue_mu_);
+                                  return failed_;
+                                }},
+                               {"checkpoint", [&] { return DoCheckpoint(); }},
+                               {"mark clean",
+                                [&] {
+                                  sb_.clean = true;
+                                  return WriteSuperblock();
+                                }},
+                           });
+}
+
+// ---------------------------------------------------------------- checkpoint
+
+absl::Status PoolImpl::DoCheckpoint() {
+  std::vector<std::byte> ck;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    ck = EncodeCheckpoint(*state_, sb_.uuid, next_seq_);
+  }
+  uint64_t cap = uint64_t(sb_.ckpt_slot_blocks) * kBlockSize;
+  if (ck.size() > cap) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "checkpoint of %d bytes does not fit its %d-byte slot", ck.size(), cap));
+  }
+  int slot = 1 - sb_.newest_slot;
+  AlignedBuffer buf(AlignUp(ck.size(), kBlockSize));
+  std::memcpy(buf.data(), ck.data(), ck.size());
+  uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
+  uint64_t covered = last_written_seq_.load();
+  if (absl::Status s = media_->Write(off, buf.span()); !s.ok()) return s;
+  media_bytes_ += buf.size();
+  if (absl::Status s = SyncMedia(); !s.ok()) return s;
+  sb_.slots[slot] = {next_seq_, ck.size(), util::Xxh3(ck)};
+  sb_.newest_slot = uint8_t(slot);
+  if (absl::Status s = WriteSuperblock(); !s.ok()) return s;
+  uint64_t d = durable_seq_.load();
+  while (d < covered && !durable_seq_.compare_exchange_weak(d, covered)) {
+  }
+  gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
+  ++ckpt_count_;
+  ckpt_bytes_ += buf.size();
+  last_ckpt_ = std::chrono::steady_clock::now();
+  last_ckpt_seq_ = next_seq_;
+  sealed_since_ckpt_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status PoolImpl::Checkpoint() {
+  absl::Notification done;
+  absl::Status result;
+  {
+    absl::MutexLock l(&queue_mu_);
+    if (stop_) return absl::FailedPreconditionError("pool is closed");
+    ckpt_waiters_.push_back([&](absl::Status s) {
+      result = s;
+      done.Notify();
+    });
+  }
+  done.WaitForNotification();
+  return result;
+}
+
+absl::Status PoolImpl::SyncMedia() {
+  absl::MutexLock l(&sync_mu_);
+  uint64_t covered = last_written_seq_.load();
+  absl::Status s = media_->Sync();
+  if (!s.ok()) return s;
+  uint64_t d = durable_seq_.load();
+  while (d < covered && !durable_seq_.compare_exchange_weak(d, covered)) {
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- queries
+
+std::vector<std::string> PoolImpl::VolumeNames() const {
+  std::vector<std::string> out;
+  for (const auto& v : volumes_) out.push_back(v->name());
+  return out;
+}
+
+Volume* PoolImpl::GetVolume(const std::string& name) {
+  for (auto& v : volumes_)
+    if (v->name() == name) return v.get();
+  return nullptr;
+}
+
+PoolStats PoolImpl::Stats() const {
+  PoolStats s;
+  s.user_write_bytes = user_bytes_;
+  s.media_write_bytes = media_bytes_;
+  s.write_amplification = s.user_write_bytes ? double(s.media_write_bytes) / double(s.user_write_bytes) : 0;
+  s.gc_relocated_bytes = reloc_bytes_;
+  s.gc_segments_cleaned = cleaner_ ? cleaner_->segments_cleaned() : 0;
+  s.checkpoint_count = ckpt_count_;
+  s.checkpoint_bytes = ckpt_bytes_;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    const auto& segs = state_->segments();
+    s.segments_total = segs.count();
+    s.segments_free = segs.free_count();
+    s.free_bytes = uint64_t(segs.free_count()) * geo_.segment_blocks * kBlockSize;
+    s.live_bytes = segs.live_blocks() * kBlockSize;
+    s.map_memory_bytes = state_->memory_bytes();
+    s.mapped_blocks = state_->mapped_blocks();
+  }
+  s.next_seq = last_written_seq_ + 1;
+  s.cleaner_state = cleaner_ ? cleaner_->state() : "stopped";
+  return s;
+}
+
+uint64_t PoolImpl::MappedBlocks(uint32_t vol) {
+  absl::ReaderMutexLock l(&map_mu_);
+  const VolumeMeta* v = state_->volume(vol);
+  return v ? v->tree.mapped_blocks() : 0;
+}
+
+}  // namespace ftl::core
+
+namespace ftl {
+
+// ---------------------------------------------------------------- Pool API
+
+absl::StatusOr<std::unique_ptr<Pool>> Pool::Format(std::shared_ptr<Media> media,
+                                                   const FormatOptions& f,
+                                                   const OpenOptions& o) {
+  auto p = core::PoolImpl::DoFormat(std::move(media), f, o);
+  if (!p.ok()) return p.status();
+  return std::unique_ptr<Pool>(std::move(*p));
+}
+
+absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::shared_ptr<Media> media,
+                                                 const OpenOptions& o) {
+  auto p = core::PoolImpl::DoOpen(std::move(media), o);
+  if (!p.ok()) return p.status();
+  return std::unique_ptr<Pool>(std::move(*p));
+}
+
+bool Pool::LooksFormatted(Media& media) {
+  if (media.size() < 2 * kBlockSize) return false;
+  core::AlignedBuffer buf(2 * kBlockSize);
+  if (!media.Read(0, buf.span()).ok()) return false;
+  for (int i = 0; i < 2; ++i) {
+    auto sb = log::DecodeSuperblock(buf.span().subspan(i * kBlockSize, kBlockSize));
+    if (sb.ok() || !absl::IsNotFound(sb.status())) return true;
+  }
+  return false;
+}
+
+}  // namespace ftl

@@ -1,0 +1,204 @@
+#pragma once
+// PoolImpl: the engine behind ftl::Pool (DESIGN.md §2-4).
+//
+// Threads and locks:
+//  - One writer thread owns the append points and the sequence counter. It
+//    group-commits queued requests into records, writes them, then applies
+//    them to MapState under map_mu_ (exclusive). It is the only thread that
+//    mutates MapState (checkpoint loading at open aside), so it reads MapState
+//    without a lock.
+//  - Readers look up MapState under map_mu_ shared, pin the segments they
+//    read (seg_readers_), drop the lock and read the media.
+//  - The cleaner thread (gc::Cleaner) reads victims and submits relocation
+//    requests to the writer.
+// Lock order: queue_mu_ and map_mu_ are never held together; RangeLock is
+// taken before either.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/map_state.h"
+#include "core/range_lock.h"
+#include "ftl/pool.h"
+#include "gc/cleaner.h"
+#include "log/log_format.h"
+
+namespace ftl::core {
+
+class PoolImpl;
+
+// One operation of a request, before VBAs are chosen.
+struct ReqOp {
+  log::OpType type = log::OpType::kWrite;
+  uint32_t vol = 0;
+  Bno lba = 0;
+  Bno count = 0;
+  const std::byte* data = nullptr;      // kWrite / kReloc: count blocks
+  std::vector<uint32_t> csum;           // kWrite: per block
+  std::vector<log::RelocBlock> reloc;   // kReloc
+};
+
+// A unit of group commit: all its ops land in one record (atomic).
+struct Request {
+  log::Stream stream = log::Stream::kUser;
+  std::vector<ReqOp> ops;
+  bool fua = false;
+  std::function<void(absl::Status)> done;
+  uint32_t data_blocks() const;
+  size_t payload_bytes() const;
+};
+
+class VolumeImpl : public Volume {
+ public:
+  VolumeImpl(PoolImpl* pool, uint32_t id, std::string name, uint64_t size_blocks, bool ro)
+      : pool_(pool), id_(id), name_(std::move(name)), size_blocks_(size_blocks), ro_(ro) {}
+  const std::string& name() const override { return name_; }
+  uint64_t size_bytes() const override { return size_blocks_ * kBlockSize; }
+  bool read_only() const override { return ro_; }
+  uint32_t id() const { return id_; }
+
+  absl::Status Read(uint64_t offset, std::span<std::byte> out) override;
+  absl::Status Write(uint64_t offset, std::span<const std::byte> data, bool fua) override;
+  void WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
+                  Callback done) override;
+  absl::Status Trim(uint64_t offset, uint64_t length, bool fua) override;
+  absl::Status WriteZeroes(uint64_t offset, uint64_t length, bool fua, bool no_hole,
+                           bool fast_only) override;
+  absl::Status Flush() override;
+  absl::StatusOr<std::vector<BlockExtent>> BlockStatus(uint64_t offset,
+                                                       uint64_t length) override;
+  VolumeStats Stats() const override;
+
+ private:
+  absl::Status CheckRange(uint64_t offset, uint64_t length, bool is_write) const;
+  // Submits whole-block writes of [first, first+n) from `data`, split at the
+  // atomic size; `done` runs once all parts are applied.
+  void SubmitBlocks(Bno first, Bno n, const std::byte* data, bool fua, Callback done);
+
+  PoolImpl* pool_;
+  uint32_t id_;
+  std::string name_;
+  uint64_t size_blocks_;
+  bool ro_;
+  mutable std::atomic<uint64_t> reads_{0}, writes_{0}, trims_{0}, zeroes_{0}, flushes_{0};
+  mutable std::atomic<uint64_t> read_bytes_{0}, write_bytes_{0};
+};
+
+class PoolImpl : public Pool, public gc::CleanerHost {
+ public:
+  ~PoolImpl() override;
+
+  static absl::StatusOr<std::unique_ptr<PoolImpl>> DoFormat(std::shared_ptr<Media> media,
+                                                            const FormatOptions& f,
+                                                            const OpenOptions& o);
+  static absl::StatusOr<std::unique_ptr<PoolImpl>> DoOpen(std::shared_ptr<Media> media,
+                                                          const OpenOptions& o);
+
+  // Pool
+  absl::Status Close() override;
+  const Geometry& geometry() const override { return geo_; }
+  std::vector<std::string> VolumeNames() const override;
+  Volume* GetVolume(const std::string& name) override;
+  Volume* PrimaryVolume() override { return volumes_.empty() ? nullptr : volumes_[0].get(); }
+  absl::Status Checkpoint() override;
+  absl::StatusOr<uint32_t> RunCleaner(uint32_t min_free_segments) override;
+  void HaltCleaner() override { cleaner_->Halt(); }
+  void ResumeCleaner() override { cleaner_->Resume(); }
+  PoolStats Stats() const override;
+  std::string OpenReport() const override { return open_report_; }
+
+  // gc::CleanerHost
+  uint32_t FreeSegments() override;
+  gc::VictimInput Candidates() override;
+  absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) override;
+  absl::Status CheckpointForCleaner() override { return Checkpoint(); }
+
+  // Used by VolumeImpl.
+  void Submit(Request* r);
+  absl::Status SyncMedia();
+  // Looks up [lba, lba+n): per block its (pba, csum) or kNoBlock; pins the
+  // segments read. REQUIRES: Unpin(pinned) after reading.
+  void LookupForRead(uint32_t vol, Bno lba, Bno n, std::vector<std::pair<Bno, uint32_t>>* out,
+                     std::vector<uint32_t>* pinned);
+  void Unpin(const std::vector<uint32_t>& pinned);
+  absl::Status ReadBlocks(Bno pba, Bno n, std::byte* out);
+  uint64_t MediaOffset(Bno pba) const { return geo_.data_offset + uint64_t(pba) * kBlockSize; }
+  RangeLock& range_lock() { return range_lock_; }
+  Bno max_atomic_blocks() const { return Bno(geo_.max_atomic_bytes / kBlockSize); }
+  std::vector<BlockExtent> MappedExtents(uint32_t vol, Bno lba, Bno n);
+  uint64_t MappedBlocks(uint32_t vol);
+
+ private:
+  explicit PoolImpl(std::shared_ptr<Media> media) : media_(std::move(media)) {}
+  void SetGeometry(const log::Superblock& sb);
+  absl::Status WriteSuperblock();
+  // Open steps.
+  absl::Status ReadSuperblock();
+  absl::Status LoadCheckpointOrRebuild();
+  absl::Status RollForward(uint64_t from_seq);
+  absl::Status RebuildFromLog();
+  void StartThreads(const OpenOptions& o);
+  void StopThreads();
+
+  // Writer thread.
+  void WriterLoop();
+  void WriteBatch(std::vector<Request*>& batch, log::Stream stream);
+  // Makes sure the stream's open segment has `blocks` free; false if no
+  // segment can be had now.
+  bool EnsureRoom(log::Stream stream, uint32_t blocks);
+  absl::Status DoCheckpoint();  // writer thread or after it stopped
+  void FailRequests(std::vector<Request*>& batch, const absl::Status& s);
+
+  std::shared_ptr<Media> media_;
+  Geometry geo_;
+  log::Superblock sb_;  // writer thread / open / close only
+  std::string open_report_;
+
+  mutable absl::Mutex map_mu_;
+  std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
+  std::unique_ptr<std::atomic<uint32_t>[]> seg_readers_;
+
+  std::vector<std::unique_ptr<VolumeImpl>> volumes_;
+  RangeLock range_lock_;
+
+  // Writer queue.
+  mutable absl::Mutex queue_mu_;
+  std::deque<Request*> user_q_ ABSL_GUARDED_BY(queue_mu_);
+  std::deque<Request*> gc_q_ ABSL_GUARDED_BY(queue_mu_);
+  std::vector<std::function<void(absl::Status)>> ckpt_waiters_ ABSL_GUARDED_BY(queue_mu_);
+  bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool user_blocked_ ABSL_GUARDED_BY(queue_mu_) = false;
+  absl::Status failed_ ABSL_GUARDED_BY(queue_mu_);
+  std::thread writer_;
+  std::chrono::milliseconds ckpt_interval_{0};
+
+  // Writer-thread state.
+  uint32_t open_seg_[2] = {UINT32_MAX, UINT32_MAX};
+  uint64_t next_seq_ = 1;
+  uint32_t sealed_since_ckpt_ = 0;
+  std::chrono::steady_clock::time_point last_ckpt_;
+  uint64_t last_ckpt_seq_ = 0;
+
+  std::atomic<uint64_t> last_written_seq_{0};
+  std::atomic<uint64_t> durable_seq_{0};
+  std::atomic<uint64_t> gate_seq_{0};
+  absl::Mutex sync_mu_;  // serialises SyncMedia
+
+  std::unique_ptr<gc::Cleaner> cleaner_;
+  bool closed_ = false;
+
+  // Counters.
+  std::atomic<uint64_t> user_bytes_{0}, media_bytes_{0}, reloc_bytes_{0};
+  std::atomic<uint64_t> ckpt_count_{0}, ckpt_bytes_{0};
+  friend class VolumeImpl;
+};
+
+}  // namespace ftl::core

@@ -1,0 +1,371 @@
+// Volume entry points: validation, read path, read-modify-write for partial
+// blocks, splitting at the atomic size.
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "core/aligned_buffer.h"
+#include "core/pool_impl.h"
+#include "util/checksum.h"
+
+namespace ftl::core {
+
+absl::Status VolumeImpl::CheckRange(uint64_t offset, uint64_t length, bool is_write) const {
+  if (offset % kSectorSize || length % kSectorSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("offset %d and length %d must be multiples of 512", offset, length));
+  }
+  uint64_t size = size_bytes();
+  if (offset > size || length > size - offset) {
+    std::string msg = absl::StrFormat("range [%d, +%d) is past the end of %s (%d bytes)", offset,
+                                      length, name_, size);
+    return is_write ? absl::OutOfRangeError(msg) : absl::InvalidArgumentError(msg);
+  }
+  return absl::OkStatus();
+}
+
+void PoolImpl::LookupForRead(uint32_t vol, Bno lba, Bno n,
+                             std::vector<std::pair<Bno, uint32_t>>* out,
+                             std::vector<uint32_t>* pinned) {
+  out->assign(n, {kNoBlock, 0});
+  std::vector<map::Extent> ext;
+  absl::ReaderMutexLock l(&map_mu_);
+  const VolumeMeta* v = state_->volume(vol);
+  if (!v) return;
+  v->tree.Lookup(lba, n, &ext);
+  uint32_t last_seg = UINT32_MAX;
+  for (const map::Extent& e : ext) {
+    for (Bno k = 0; k < e.len; ++k) {
+      Bno pba = state_->vbas().Get(e.vba + k).pba;
+      if (pba == kNoBlock) continue;
+      (*out)[e.lba - lba + k] = {pba, state_->block_csum(pba)};
+      uint32_t seg = state_->segments().SegmentOf(pba);
+      if (seg != last_seg) {
+        seg_readers_[seg].fetch_add(1);
+        pinned->push_back(seg);
+        last_seg = seg;
+      }
+    }
+  }
+}
+
+void PoolImpl::Unpin(const std::vector<uint32_t>& pinned) {
+  for (uint32_t seg : pinned) seg_readers_[seg].fetch_sub(1);
+}
+
+absl::Status PoolImpl::ReadBlocks(Bno pba, Bno n, std::byte* out) {
+  return media_->Read(MediaOffset(pba), std::span<std::byte>(out, size_t(n) * kBlockSize));
+}
+
+std::vector<BlockExtent> PoolImpl::MappedExtents(uint32_t vol, Bno lba, Bno n) {
+  std::vector<map::Extent> ext;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    if (const VolumeMeta* v = state_->volume(vol)) v->tree.Lookup(lba, n, &ext);
+  }
+  std::vector<BlockExtent> out;
+  auto add = [&](Bno a, Bno len, bool alloc) {
+    if (len == 0) return;
+    if (!out.empty() && out.back().allocated == alloc &&
+        out.back().offset + out.back().length == uint64_t(a) * kBlockSize) {
+      out.back().length += uint64_t(len) * kBlockSize;
+    } else {
+      out.push_back({uint64_t(a) * kBlockSize, uint64_t(len) * kBlockSize, alloc});
+    }
+  };
+  Bno at = lba;
+  for (const map::Extent& e : ext) {
+    add(at, e.lba - at, false);
+    add(e.lba, e.len, true);
+    at = e.end();
+  }
+  add(at, lba + n - at, false);
+  return out;
+}
+
+absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
+  if (absl::Status s = CheckRange(offset, out.size(), false); !s.ok()) return s;
+  if (out.empty()) return absl::OkStatus();
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  read_bytes_.fetch_add(out.size(), std::memory_order_relaxed);
+  Bno b0 = Bno(offset / kBlockSize);
+  Bno b1 = Bno((offset + out.size() + kBlockSize - 1) / kBlockSize);
+  Bno n = b1 - b0;
+  std::vector<std::pair<Bno, uint32_t>> blocks;
+  std::vector<uint32_t> pinned;
+  pool_->LookupForRead(id_, b0, n, &blocks, &pinned);
+  bool direct = offset % kBlockSize == 0 && out.size() % kBlockSize == 0;
+  AlignedBuffer bounce;
+  std::byte* dst = out.data();
+  if (!direct) {
+    bounce = AlignedBuffer(size_t(n) * kBlockSize);
+    dst = bounce.data();
+  }
+  absl::Status status;
+  for (Bno i = 0; i < n && status.ok();) {
+    if (blocks[i].first == kNoBlock) {
+      std::memset(dst + size_t(i) * kBlockSize, 0, kBlockSize);
+      ++i;
+      continue;
+    }
+    Bno j = i + 1;
+    while (j < n && blocks[j].first == blocks[j - 1].first + 1) ++j;
+    status = pool_->ReadBlocks(blocks[i].first, j - i, dst + size_t(i) * kBlockSize);
+    for (Bno k = i; k < j && status.ok(); ++k) {
+      auto block = std::span<const std::byte>(dst + size_t(k) * kBlockSize, kBlockSize);
+      if (util::BlockChecksum(block) != blocks[k].second) {
+        status = absl::DataLossError(absl::StrFormat(
+            "checksum mismatch in %s block %d (physical block %d)", name_, b0 + k, blocks[k].first));
+      }
+    }
+    i = j;
+  }
+  pool_->Unpin(pinned);
+  if (!status.ok()) return status;
+  if (!direct) std::memcpy(out.data(), dst + (offset - uint64_t(b0) * kBlockSize), out.size());
+  return absl::OkStatus();
+}
+
+namespace {
+// Completes a split write once every part has.
+struct Join {
+  explicit Join(int parts, Volume::Callback cb) : remaining(parts), done(std::move(cb)) {}
+  void Finish(absl::Status s) {
+    {
+      absl::MutexLock l(&mu);
+      if (!s.ok() && first_error.ok()) first_error = s;
+      if (--remaining > 0) return;
+    }
+    done(first_error);
+  }
+  absl::Mutex mu;
+  int remaining;
+  absl::Status first_error;
+  Volume::Callback done;
+};
+}  // namespace
+
+void VolumeImpl::SubmitBlocks(Bno first, Bno n, const std::byte* data, bool fua, Callback done) {
+  Bno chunk = pool_->max_atomic_blocks();
+  int parts = int((n + chunk - 1) / chunk);
+  auto join = std::make_shared<Join>(parts, std::move(done));
+  for (Bno at = 0; at < n; at += chunk) {
+    Bno len = std::min(chunk, n - at);
+    auto* r = new Request;
+    r->fua = fua;
+    ReqOp op;
+    op.type = log::OpType::kWrite;
+    op.vol = id_;
+    op.lba = first + at;
+    op.count = len;
+    op.data = data + size_t(at) * kBlockSize;
+    op.csum.resize(len);
+    for (Bno k = 0; k < len; ++k) {
+      op.csum[k] = util::BlockChecksum(
+          std::span<const std::byte>(op.data + size_t(k) * kBlockSize, kBlockSize));
+    }
+    r->ops.push_back(std::move(op));
+    r->done = [join](absl::Status s) { join->Finish(s); };
+    pool_->Submit(r);
+  }
+}
+
+void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
+                            Callback done) {
+  if (ro_) return done(absl::PermissionDeniedError(name_ + " is read-only"));
+  if (absl::Status s = CheckRange(offset, data.size(), true); !s.ok()) return done(s);
+  if (data.empty()) return done(absl::OkStatus());
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  write_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
+  Bno b0 = Bno(offset / kBlockSize);
+  Bno b1 = Bno((offset + data.size() + kBlockSize - 1) / kBlockSize);
+  RangeLock& locks = pool_->range_lock();
+  if (offset % kBlockSize == 0 && data.size() % kBlockSize == 0) {
+    uint64_t t = locks.Lock(id_, b0, b1, false);
+    SubmitBlocks(b0, b1 - b0, data.data(), fua, [&locks, t, done = std::move(done)](absl::Status s) {
+      locks.Unlock(t);
+      done(s);
+    });
+    return;
+  }
+  // Partial blocks: read the edges, merge, write whole blocks.
+  uint64_t t = locks.Lock(id_, b0, b1, true);
+  auto buf = std::make_shared<AlignedBuffer>(size_t(b1 - b0) * kBlockSize);
+  uint64_t head = offset % kBlockSize;
+  uint64_t tail_end = (offset + data.size()) % kBlockSize;
+  absl::Status s;
+  if (head != 0) s = Read(uint64_t(b0) * kBlockSize, buf->span().subspan(0, kBlockSize));
+  if (s.ok() && tail_end != 0 && (b1 - 1 != b0 || head == 0)) {
+    s = Read(uint64_t(b1 - 1) * kBlockSize,
+             buf->span().subspan(size_t(b1 - 1 - b0) * kBlockSize, kBlockSize));
+  }
+  if (!s.ok()) {
+    locks.Unlock(t);
+    return done(s);
+  }
+  std::memcpy(buf->data() + head, data.data(), data.size());
+  SubmitBlocks(b0, b1 - b0, buf->data(), fua, [&locks, t, buf, done = std::move(done)](absl::Status s) {
+    locks.Unlock(t);
+    done(s);
+  });
+}
+
+absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data, bool fua) {
+  absl::Notification n;
+  absl::Status result;
+  WriteAsync(offset, data, fua, [&](absl::Status s) {
+    result = s;
+    n.Notify();
+  });
+  n.WaitForNotification();
+  return result;
+}
+
+absl::Status VolumeImpl::Trim(uint64_t offset, uint64_t length, bool fua) {
+  if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
+  if (absl::Status s = CheckRange(offset, length, false); !s.ok()) return s;
+  trims_.fetch_add(1, std::memory_order_relaxed);
+  Bno first = Bno((offset + kBlockSize - 1) / kBlockSize);
+  Bno end = Bno((offset + length) / kBlockSize);
+  if (first >= end) return absl::OkStatus();
+  RangeLock& locks = pool_->range_lock();
+  uint64_t t = locks.Lock(id_, first, end, false);
+  auto* r = new Request;
+  r->fua = fua;
+  ReqOp op;
+  op.type = log::OpType::kTrim;
+  op.vol = id_;
+  op.lba = first;
+  op.count = end - first;
+  r->ops.push_back(std::move(op));
+  absl::Notification n;
+  absl::Status result;
+  r->done = [&](absl::Status s) {
+    result = s;
+    n.Notify();
+  };
+  pool_->Submit(r);
+  n.WaitForNotification();
+  locks.Unlock(t);
+  return result;
+}
+
+absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua, bool no_hole,
+                                     bool fast_only) {
+  if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
+  if (absl::Status s = CheckRange(offset, length, true); !s.ok()) return s;
+  if (length == 0) return absl::OkStatus();
+  zeroes_.fetch_add(1, std::memory_order_relaxed);
+  if (no_hole) {
+    if (fast_only) return absl::UnimplementedError("zeroing without holes is not fast");
+    // Allocated zeros: real zero blocks, written a chunk at a time.
+    const uint64_t chunk = 8u << 20;
+    std::vector<std::byte> zeros(std::min(length, chunk));
+    for (uint64_t at = 0; at < length; at += chunk) {
+      uint64_t len = std::min(chunk, length - at);
+      if (absl::Status s = Write(offset + at, std::span(zeros).subspan(0, len), fua); !s.ok())
+        return s;
+    }
+    return absl::OkStatus();
+  }
+  // One record: zeroed edge blocks (read-modify-write) plus a trim of the
+  // whole blocks in between, so the request is atomic.
+  Bno b0 = Bno(offset / kBlockSize);
+  Bno b1 = Bno((offset + length + kBlockSize - 1) / kBlockSize);
+  uint64_t head = offset % kBlockSize, end = offset + length;
+  bool head_partial = head != 0 || (b1 - b0 == 1 && end % kBlockSize != 0);
+  bool tail_partial = end % kBlockSize != 0 && !(b1 - b0 == 1 && head_partial);
+  RangeLock& locks = pool_->range_lock();
+  uint64_t t = locks.Lock(id_, b0, b1, head_partial || tail_partial);
+  AlignedBuffer edges(2 * kBlockSize);
+  auto* r = new Request;
+  r->fua = fua;
+  absl::Status s;
+  auto zero_edge = [&](Bno blk, int slot) {
+    std::byte* p = edges.data() + size_t(slot) * kBlockSize;
+    s = Read(uint64_t(blk) * kBlockSize, std::span(p, kBlockSize));
+    if (!s.ok()) return;
+    uint64_t lo = std::max<uint64_t>(offset, uint64_t(blk) * kBlockSize);
+    uint64_t hi = std::min<uint64_t>(end, uint64_t(blk + 1) * kBlockSize);
+    std::memset(p + (lo - uint64_t(blk) * kBlockSize), 0, hi - lo);
+    ReqOp op;
+    op.type = log::OpType::kWrite;
+    op.vol = id_;
+    op.lba = blk;
+    op.count = 1;
+    op.data = p;
+    op.csum = {util::BlockChecksum(std::span<const std::byte>(p, kBlockSize))};
+    r->ops.push_back(std::move(op));
+  };
+  Bno mid_lo = b0, mid_hi = b1;
+  if (head_partial) {
+    zero_edge(b0, 0);
+    ++mid_lo;
+  }
+  if (s.ok() && tail_partial) {
+    zero_edge(b1 - 1, 1);
+    --mid_hi;
+  }
+  if (!s.ok()) {
+    delete r;
+    locks.Unlock(t);
+    return s;
+  }
+  if (mid_lo < mid_hi) {
+    ReqOp op;
+    op.type = log::OpType::kTrim;
+    op.vol = id_;
+    op.lba = mid_lo;
+    op.count = mid_hi - mid_lo;
+    r->ops.push_back(std::move(op));
+  }
+  absl::Notification n;
+  absl::Status result;
+  r->done = [&](absl::Status st) {
+    result = st;
+    n.Notify();
+  };
+  pool_->Submit(r);
+  n.WaitForNotification();
+  locks.Unlock(t);
+  return result;
+}
+
+absl::Status VolumeImpl::Flush() {
+  flushes_.fetch_add(1, std::memory_order_relaxed);
+  return pool_->SyncMedia();
+}
+
+absl::StatusOr<std::vector<BlockExtent>> VolumeImpl::BlockStatus(uint64_t offset,
+                                                                 uint64_t length) {
+  if (absl::Status s = CheckRange(offset, length, false); !s.ok()) return s;
+  if (length == 0) return std::vector<BlockExtent>{};
+  Bno b0 = Bno(offset / kBlockSize);
+  Bno b1 = Bno((offset + length + kBlockSize - 1) / kBlockSize);
+  std::vector<BlockExtent> ext = pool_->MappedExtents(id_, b0, b1 - b0);
+  // Clip to the byte range asked for.
+  ext.front().length -= offset - ext.front().offset;
+  ext.front().offset = offset;
+  uint64_t end = offset + length;
+  ext.back().length = end - ext.back().offset;
+  return ext;
+}
+
+VolumeStats VolumeImpl::Stats() const {
+  VolumeStats s;
+  s.name = name_;
+  s.id = id_;
+  s.size_bytes = size_bytes();
+  s.mapped_bytes = pool_->MappedBlocks(id_) * kBlockSize;
+  s.reads = reads_;
+  s.writes = writes_;
+  s.trims = trims_;
+  s.zeroes = zeroes_;
+  s.flushes = flushes_;
+  s.read_bytes = read_bytes_;
+  s.write_bytes = write_bytes_;
+  return s;
+}
+
+}  // namespace ftl::core

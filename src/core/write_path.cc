@@ -1,0 +1,283 @@
+// The writer thread: group commit of queued requests into records, segment
+// allocation for the user and relocation streams, periodic checkpoints.
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/aligned_buffer.h"
+#include "core/pool_impl.h"
+#include "util/logging.h"
+
+namespace ftl::core {
+namespace {
+constexpr uint32_t kGcReserveSegments = 2;
+constexpr uint32_t kMaxBatchBlocks = 1024;
+}  // namespace
+
+void PoolImpl::Submit(Request* r) {
+  absl::Status reject;
+  {
+    absl::MutexLock l(&queue_mu_);
+    if (!failed_.ok()) {
+      reject = failed_;
+    } else if (stop_) {
+      reject = absl::UnavailableError("pool is closing");
+    } else {
+      (r->stream == log::Stream::kUser ? user_q_ : gc_q_).push_back(r);
+      return;
+    }
+  }
+  r->done(reject);
+  delete r;
+}
+
+void PoolImpl::FailRequests(std::vector<Request*>& batch, const absl::Status& s) {
+  for (Request* r : batch) {
+    r->done(s);
+    delete r;
+  }
+  batch.clear();
+}
+
+bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
+  int si = int(stream);
+  auto& segs = state_->segments();
+  if (open_seg_[si] != UINT32_MAX) {
+    const auto& info = segs.at(open_seg_[si]);
+    if (geo_.segment_blocks - info.write_ptr >= blocks) return true;
+  }
+  uint32_t reserve = stream == log::Stream::kUser ? kGcReserveSegments : 0;
+  absl::MutexLock l(&map_mu_);
+  if (open_seg_[si] != UINT32_MAX) {
+    // Seal: the rest of the segment stays unused.
+    uint32_t s = open_seg_[si];
+    segs.SetState(s, log::SegmentState::kFull);
+    segs.at(s).sealed_seq = next_seq_ - 1;
+    open_seg_[si] = UINT32_MAX;
+    ++sealed_since_ckpt_;
+  }
+  if (segs.free_count() <= reserve) return false;
+  // Round-robin from a cursor spreads writes over the device.
+  static thread_local uint32_t cursor = 0;
+  for (uint32_t k = 0; k < segs.count(); ++k) {
+    uint32_t s = (cursor + k) % segs.count();
+    if (segs.at(s).state != log::SegmentState::kFree) continue;
+    segs.SetState(s, log::SegmentState::kOpen);
+    auto& info = segs.at(s);
+    info.stream = stream;
+    info.write_ptr = 0;
+    info.max_seq = 0;
+    info.sealed_seq = 0;
+    open_seg_[si] = s;
+    cursor = s + 1;
+    return true;
+  }
+  return false;
+}
+
+void PoolImpl::WriterLoop() {
+  auto log = util::Logger("core");
+  std::vector<Request*> batch;
+  while (true) {
+    std::vector<std::function<void(absl::Status)>> ckpt;
+    log::Stream stream = log::Stream::kUser;
+    bool stopping = false;
+    {
+      absl::MutexLock l(&queue_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+        return stop_ || !ckpt_waiters_.empty() || !gc_q_.empty() ||
+               (!user_q_.empty() && !user_blocked_);
+      };
+      queue_mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
+      ckpt.swap(ckpt_waiters_);
+      std::deque<Request*>* q = nullptr;
+      if (!gc_q_.empty()) {
+        q = &gc_q_;
+        stream = log::Stream::kRelocation;
+      } else if (!user_q_.empty() && (!user_blocked_ || stop_)) {
+        q = &user_q_;
+      } else if (stop_) {
+        stopping = true;
+      }
+      if (q) {
+        const uint32_t max_batch = std::min(kMaxBatchBlocks, geo_.segment_blocks / 2);
+        uint32_t blocks = 0;
+        size_t payload = 0;
+        while (!q->empty()) {
+          Request* r = q->front();
+          uint32_t b = r->data_blocks();
+          size_t p = r->payload_bytes();
+          if (!batch.empty() && (blocks + b > max_batch ||
+                                 log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks))
+            break;
+          batch.push_back(r);
+          q->pop_front();
+          blocks += b;
+          payload += p;
+        }
+      }
+    }
+    if (!ckpt.empty()) {
+      absl::Status s = DoCheckpoint();
+      if (!s.ok()) log->error("checkpoint failed: {}", s.ToString());
+      for (auto& cb : ckpt) cb(s);
+    }
+    if (stopping && batch.empty()) break;
+    if (!batch.empty()) {
+      // Keep the prefix that fits the open segment; if none does, move on
+      // to a fresh segment.
+      auto need = [](const std::vector<Request*>& b, size_t n) {
+        uint32_t blocks = 0;
+        size_t payload = 0;
+        for (size_t i = 0; i < n; ++i) {
+          blocks += b[i]->data_blocks();
+          payload += b[i]->payload_bytes();
+        }
+        return blocks + log::HeaderBlocksFor(payload);
+      };
+      int si = int(stream);
+      auto fitting = [&]() -> size_t {
+        if (open_seg_[si] == UINT32_MAX) return 0;
+        uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
+        size_t fit = batch.size();
+        while (fit > 0 && need(batch, fit) > room) --fit;
+        return fit;
+      };
+      size_t fit = fitting();
+      if (fit == 0) {
+        if (!EnsureRoom(stream, need(batch, 1))) {
+          bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
+          bool closing;
+          {
+            absl::MutexLock l(&queue_mu_);
+            closing = stop_;
+          }
+          if (stream == log::Stream::kRelocation || !reclaimable || closing) {
+            FailRequests(batch, absl::ResourceExhaustedError("no free space on the device"));
+          } else {
+            absl::MutexLock l(&queue_mu_);
+            for (auto it = batch.rbegin(); it != batch.rend(); ++it) user_q_.push_front(*it);
+            batch.clear();
+            user_blocked_ = true;
+          }
+          if (cleaner_) cleaner_->Kick();
+          continue;
+        }
+        fit = fitting();
+      }
+      if (fit < batch.size()) {
+        absl::MutexLock l(&queue_mu_);
+        auto& q = stream == log::Stream::kUser ? user_q_ : gc_q_;
+        for (size_t i = batch.size(); i > fit; --i) q.push_front(batch[i - 1]);
+        batch.resize(fit);
+      }
+      WriteBatch(batch, stream);
+      batch.clear();
+    }
+    // Checkpoints keep recovery short and let the cleaner take older
+    // segments (victim_policy.h: the gate).
+    bool due = ckpt_interval_.count() > 0 && next_seq_ != last_ckpt_seq_ &&
+               std::chrono::steady_clock::now() - last_ckpt_ >= ckpt_interval_;
+    if (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8)) {
+      if (absl::Status s = DoCheckpoint(); !s.ok()) log->error("checkpoint failed: {}", s.ToString());
+    }
+  }
+}
+
+void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
+  uint32_t seg = open_seg_[int(stream)];
+  log::RecordHeader h;
+  h.seq = next_seq_;
+  h.durable_seq = durable_seq_;
+  h.uuid = sb_.uuid;
+  h.stream = stream;
+  bool fua = false;
+  uint64_t user_blocks = 0, reloc_blocks = 0;
+  size_t payload = 0;
+  {
+    absl::MutexLock l(&map_mu_);
+    for (Request* r : batch) {
+      fua |= r->fua;
+      for (ReqOp& op : r->ops) {
+        log::Op o;
+        o.type = op.type;
+        switch (op.type) {
+          case log::OpType::kWrite:
+            o.write.vol = op.vol;
+            o.write.lba = op.lba;
+            state_->PlanWrite(op.vol, op.lba, op.count, &o.write.vba);
+            o.write.csum = std::move(op.csum);
+            user_blocks += op.count;
+            break;
+          case log::OpType::kTrim:
+            o.trim = {op.vol, op.lba, op.count};
+            break;
+          case log::OpType::kReloc:
+            o.reloc.blocks = std::move(op.reloc);
+            reloc_blocks += o.reloc.blocks.size();
+            break;
+        }
+        payload += log::OpPayloadBytes(o);
+        h.ops.push_back(std::move(o));
+      }
+    }
+  }
+  uint32_t hb = log::HeaderBlocksFor(payload);
+  uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
+  AlignedBuffer buf(size_t(hb + data_blocks) * kBlockSize);
+  log::EncodeRecordHeader(h, buf.span().subspan(0, size_t(hb) * kBlockSize));
+  std::byte* p = buf.data() + size_t(hb) * kBlockSize;
+  for (Request* r : batch) {
+    for (const ReqOp& op : r->ops) {
+      if (op.type == log::OpType::kTrim) continue;
+      size_t bytes = size_t(op.count) * kBlockSize;
+      std::memcpy(p, op.data, bytes);
+      p += bytes;
+    }
+  }
+  Bno pba = state_->segments().FirstBlock(seg) + state_->segments().at(seg).write_ptr;
+  absl::Status s = media_->Write(MediaOffset(pba), buf.span());
+  if (s.ok()) {
+    last_written_seq_ = h.seq;
+    if (fua) s = SyncMedia();
+  }
+  if (!s.ok()) {
+    // The record may or may not be on the media; recovery decides. The
+    // pool stops taking writes (like a device that went read-only).
+    {
+      absl::MutexLock l(&map_mu_);
+      for (const log::Op& o : h.ops)
+        if (o.type == log::OpType::kWrite) state_->UnplanWrite(o.write.vba);
+    }
+    absl::Status failed = absl::DataLossError(absl::StrCat("media write failed, pool is read-only until reopened: ", s.message()));
+    util::Logger("core")->error("{}", std::string(failed.message()));
+    {
+      absl::MutexLock l(&queue_mu_);
+      failed_ = failed;
+    }
+    FailRequests(batch, failed);
+    return;
+  }
+  media_bytes_ += buf.size();
+  user_bytes_ += user_blocks * kBlockSize;
+  reloc_bytes_ += reloc_blocks * kBlockSize;
+  ++next_seq_;
+  {
+    absl::MutexLock l(&map_mu_);
+    state_->ApplyRecord(h, pba);
+    auto& info = state_->segments().at(seg);
+    if (geo_.segment_blocks - info.write_ptr < 2) {
+      state_->segments().SetState(seg, log::SegmentState::kFull);
+      info.sealed_seq = h.seq;
+      open_seg_[int(stream)] = UINT32_MAX;
+      ++sealed_since_ckpt_;
+    }
+  }
+  for (Request* r : batch) {
+    r->done(absl::OkStatus());
+    delete r;
+  }
+}
+
+}  // namespace ftl::core

@@ -1,0 +1,278 @@
+#include "log/log_format.h"
+
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "util/checksum.h"
+#include "util/encoding.h"
+
+namespace ftl::log {
+
+using util::Decoder;
+using util::Encoder;
+
+std::string UuidToString(const Uuid& u) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (std::byte b : u) {
+    s.push_back(kHex[uint8_t(b) >> 4]);
+    s.push_back(kHex[uint8_t(b) & 15]);
+  }
+  return s;
+}
+
+Uuid NewUuid() {
+  std::random_device rd;
+  Uuid u;
+  for (auto& b : u) b = std::byte(rd());
+  return u;
+}
+
+std::vector<std::byte> EncodeSuperblock(const Superblock& sb) {
+  std::vector<std::byte> buf;
+  Encoder e(&buf);
+  e.U64(kSuperMagic);
+  e.U32(sb.format_version);
+  e.Bytes(sb.uuid);
+  e.U64(sb.generation);
+  e.U32(sb.block_size);
+  e.U32(sb.segment_blocks);
+  e.U32(sb.segment_count);
+  e.U32(sb.ckpt_slot_blocks);
+  e.U64(sb.data_offset);
+  e.U64(sb.media_bytes);
+  e.U64(sb.logical_blocks);
+  e.U8(sb.clean ? 1 : 0);
+  e.U8(sb.newest_slot);
+  for (const SlotInfo& s : sb.slots) {
+    e.U64(s.next_seq);
+    e.U64(s.bytes);
+    e.U64(s.xxh3);
+  }
+  e.String(sb.primary_name);
+  e.U64(sb.primary_blocks);
+  e.U64(util::Xxh3(buf));
+  buf.resize(kBlock);
+  return buf;
+}
+
+absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
+  Decoder d(block);
+  if (d.U64() != kSuperMagic) return absl::NotFoundError("no ftld superblock");
+  Superblock sb;
+  sb.format_version = d.U32();
+  auto uuid = d.Bytes(16);
+  if (uuid.size() == 16) std::memcpy(sb.uuid.data(), uuid.data(), 16);
+  sb.generation = d.U64();
+  sb.block_size = d.U32();
+  sb.segment_blocks = d.U32();
+  sb.segment_count = d.U32();
+  sb.ckpt_slot_blocks = d.U32();
+  sb.data_offset = d.U64();
+  sb.media_bytes = d.U64();
+  sb.logical_blocks = d.U64();
+  sb.clean = d.U8() != 0;
+  sb.newest_slot = d.U8();
+  for (SlotInfo& s : sb.slots) {
+    s.next_seq = d.U64();
+    s.bytes = d.U64();
+    s.xxh3 = d.U64();
+  }
+  sb.primary_name = d.String();
+  sb.primary_blocks = d.U64();
+  size_t covered = d.pos();
+  uint64_t stored = d.U64();
+  if (!d.ok() || util::Xxh3(block.subspan(0, covered)) != stored) {
+    return absl::DataLossError("superblock checksum mismatch");
+  }
+  if (sb.format_version > kFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pool has format version ", sb.format_version,
+                     ", this ftld understands up to ", kFormatVersion));
+  }
+  if (sb.format_version != kFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("unknown format version ", sb.format_version));
+  }
+  if (sb.block_size != kBlock || sb.segment_blocks == 0 || sb.segment_count == 0 ||
+      sb.newest_slot > 1) {
+    return absl::DataLossError("superblock geometry is invalid");
+  }
+  return sb;
+}
+
+uint32_t Op::data_blocks() const {
+  switch (type) {
+    case OpType::kWrite: return uint32_t(write.vba.size());
+    case OpType::kReloc: return uint32_t(reloc.blocks.size());
+    case OpType::kTrim: return 0;
+  }
+  return 0;
+}
+
+size_t OpPayloadBytes(const Op& op) {
+  switch (op.type) {
+    case OpType::kWrite: return 13 + 8 * op.write.vba.size();
+    case OpType::kTrim: return 13;
+    case OpType::kReloc: return 5 + 28 * op.reloc.blocks.size();
+  }
+  return 0;
+}
+
+namespace {
+constexpr size_t kCsumOffset = 52;
+
+void EncodeOps(const std::vector<Op>& ops, Encoder& e) {
+  for (const Op& op : ops) {
+    e.U8(uint8_t(op.type));
+    switch (op.type) {
+      case OpType::kWrite:
+        e.U32(op.write.vol);
+        e.U32(op.write.lba);
+        e.U32(uint32_t(op.write.vba.size()));
+        for (size_t i = 0; i < op.write.vba.size(); ++i) {
+          e.U32(op.write.vba[i]);
+          e.U32(op.write.csum[i]);
+        }
+        break;
+      case OpType::kTrim:
+        e.U32(op.trim.vol);
+        e.U32(op.trim.lba);
+        e.U32(op.trim.count);
+        break;
+      case OpType::kReloc:
+        e.U32(uint32_t(op.reloc.blocks.size()));
+        for (const RelocBlock& b : op.reloc.blocks) {
+          e.U32(b.vba);
+          e.U32(b.src_pba);
+          e.U32(b.csum);
+          e.U64(b.data_seq);
+          e.U32(b.vol);
+          e.U32(b.lba);
+        }
+        break;
+    }
+  }
+}
+
+absl::Status DecodeOps(Decoder& d, std::vector<Op>* ops, uint32_t data_blocks) {
+  uint64_t consumed = 0;
+  while (d.remaining() > 0) {
+    Op op;
+    op.type = OpType(d.U8());
+    switch (op.type) {
+      case OpType::kWrite: {
+        op.write.vol = d.U32();
+        op.write.lba = d.U32();
+        uint32_t n = d.U32();
+        if (!d.ok() || n > d.remaining() / 8) return absl::DataLossError("bad WRITE op");
+        op.write.vba.resize(n);
+        op.write.csum.resize(n);
+        for (uint32_t i = 0; i < n; ++i) {
+          op.write.vba[i] = d.U32();
+          op.write.csum[i] = d.U32();
+        }
+        consumed += n;
+        break;
+      }
+      case OpType::kTrim:
+        op.trim.vol = d.U32();
+        op.trim.lba = d.U32();
+        op.trim.count = d.U32();
+        break;
+      case OpType::kReloc: {
+        uint32_t n = d.U32();
+        if (!d.ok() || n > d.remaining() / 28) return absl::DataLossError("bad RELOC op");
+        op.reloc.blocks.resize(n);
+        for (RelocBlock& b : op.reloc.blocks) {
+          b.vba = d.U32();
+          b.src_pba = d.U32();
+          b.csum = d.U32();
+          b.data_seq = d.U64();
+          b.vol = d.U32();
+          b.lba = d.U32();
+        }
+        consumed += n;
+        break;
+      }
+      default:
+        return absl::DataLossError(absl::StrCat("unknown op type ", int(op.type)));
+    }
+    if (!d.ok()) return absl::DataLossError("truncated op");
+    ops->push_back(std::move(op));
+  }
+  if (consumed != data_blocks) {
+    return absl::DataLossError("record ops do not match its data block count");
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out) {
+  std::vector<std::byte> payload;
+  Encoder pe(&payload);
+  EncodeOps(h.ops, pe);
+  h.header_blocks = uint16_t(HeaderBlocksFor(payload.size()));
+  h.data_blocks = 0;
+  for (const Op& op : h.ops) h.data_blocks += op.data_blocks();
+  std::vector<std::byte> fixed;
+  Encoder e(&fixed);
+  e.U32(kRecordMagic);
+  e.U16(kRecordVersion);
+  e.U16(h.header_blocks);
+  e.U32(h.data_blocks);
+  e.U32(uint32_t(payload.size()));
+  e.U64(h.seq);
+  e.U64(h.durable_seq);
+  e.Bytes(h.uuid);
+  e.U8(uint8_t(h.stream));
+  e.U8(0);
+  e.U8(0);
+  e.U8(0);
+  e.U64(0);  // checksum placeholder at kCsumOffset
+  fixed.resize(kRecordFixedBytes);
+  std::memset(out.data(), 0, size_t(h.header_blocks) * kBlock);
+  std::memcpy(out.data(), fixed.data(), kRecordFixedBytes);
+  std::memcpy(out.data() + kRecordFixedBytes, payload.data(), payload.size());
+  uint64_t sum = util::Xxh3(out.subspan(0, kRecordFixedBytes + payload.size()));
+  util::PutU64(out.data() + kCsumOffset, sum);
+}
+
+uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block) {
+  if (first_block.size() < kRecordFixedBytes || util::GetU32(first_block.data()) != kRecordMagic)
+    return 0;
+  return util::GetU16(first_block.data() + 6);
+}
+
+absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> header) {
+  if (header.size() < kRecordFixedBytes) return absl::NotFoundError("short header");
+  Decoder d(header);
+  if (d.U32() != kRecordMagic) return absl::NotFoundError("no record");
+  RecordHeader h;
+  if (d.U16() != kRecordVersion) return absl::DataLossError("unknown record version");
+  h.header_blocks = d.U16();
+  h.data_blocks = d.U32();
+  uint32_t payload_len = d.U32();
+  h.seq = d.U64();
+  h.durable_seq = d.U64();
+  auto uuid = d.Bytes(16);
+  std::memcpy(h.uuid.data(), uuid.data(), 16);
+  h.stream = Stream(d.U8());
+  if (h.header_blocks == 0 || h.header_blocks > kMaxHeaderBlocks ||
+      HeaderBlocksFor(payload_len) != h.header_blocks) {
+    return absl::DataLossError("bad record header size");
+  }
+  if (header.size() < size_t(h.header_blocks) * kBlock) {
+    return absl::OutOfRangeError("need more header blocks");
+  }
+  std::vector<std::byte> copy(header.begin(), header.begin() + kRecordFixedBytes + payload_len);
+  uint64_t stored = util::GetU64(copy.data() + kCsumOffset);
+  util::PutU64(copy.data() + kCsumOffset, 0);
+  if (util::Xxh3(copy) != stored) return absl::DataLossError("record header checksum mismatch");
+  Decoder pd(header.subspan(kRecordFixedBytes, payload_len));
+  if (absl::Status s = DecodeOps(pd, &h.ops, h.data_blocks); !s.ok()) return s;
+  return h;
+}
+
+}  // namespace ftl::log

@@ -1,0 +1,168 @@
+#pragma once
+// On-media format of an ftld pool. Grammar (all integers little-endian,
+// "block" = 4096 bytes, "pba" = physical block number counted from
+// data_offset, i.e. byte = data_offset + pba * 4096):
+//
+//   media       := superblock_A superblock_B ckpt_slot_0 ckpt_slot_1 pad segment*
+//   superblock  := (one block, A at byte 0, B at byte 4096; the valid copy
+//                  with the highest generation wins)
+//                  magic u64 "FTLDSUPR" | format_version u32 | uuid 16B
+//                  | generation u64 | block_size u32 | segment_blocks u32
+//                  | segment_count u32 | ckpt_slot_blocks u32 | data_offset u64
+//                  | media_bytes u64 | logical_blocks u64 | clean u8
+//                  | newest_slot u8 | slot_info[2] | primary_name string
+//                  | primary_blocks u64 | xxh3 u64 (of everything before it)
+//   slot_info   := next_seq u64 | bytes u64 | xxh3 u64   (bytes 0 = empty)
+//   string      := len u16 | bytes
+//   ckpt_slot   := checkpoint (core/checkpoint_format.h) padded to
+//                  ckpt_slot_blocks blocks
+//   segment     := record* (records never span segments; the rest of a
+//                  segment after its last record is garbage)
+//   record      := header_block{header_blocks} data_block{data_blocks}
+//   header      := magic u32 "FTLR" | version u16 | header_blocks u16
+//                  | data_blocks u32 | payload_len u32 | seq u64
+//                  | durable_seq u64 | uuid 16B | stream u8 | pad 3
+//                  | xxh3 u64 (of the 64-byte fixed part with this field zero,
+//                    then the payload) | pad 4 | payload (payload_len bytes)
+//                  | zeros to the end of the last header block
+//   payload     := op*
+//   op          := WRITE  u8=1 | vol u32 | lba u32 | count u32
+//                           | (vba u32 | csum u32){count}
+//                | TRIM   u8=2 | vol u32 | lba u32 | count u32
+//                | RELOC  u8=3 | count u32 | (vba u32 | src_pba u32 | csum u32
+//                           | data_seq u64 | vol u32 | lba u32){count}
+//
+// WRITE and RELOC consume the record's data blocks in order. A data block's
+// csum is the low 32 bits of its xxh3. seq is global and gapless: every seq
+// names exactly one record. durable_seq is the highest seq known durable
+// (synced) when the record was built; replay uses it to tell a torn tail
+// (crash) from a corrupted durable record (media error). A record is valid
+// only if its header checksum and every data block checksum match, so a
+// record is all-or-nothing after a crash. Within a segment seq strictly
+// increases; a lower or invalid seq ends the segment's records.
+//
+// A RELOC block is a copy made by the cleaner of vba's data from src_pba;
+// data_seq is the seq of the record that wrote the data originally, and
+// vol/lba is that write's identity (for a rebuild from the log alone).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ftl::log {
+
+using Bno = uint32_t;  // a block number: lba, vba or pba (16 TiB at 4 KiB)
+inline constexpr Bno kNoBlock = UINT32_MAX;
+inline constexpr uint32_t kBlock = 4096;
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint64_t kSuperMagic = 0x5250555344544c46ull;  // "FTLDSUPR"
+inline constexpr uint32_t kRecordMagic = 0x524c5446u;           // "FTLR"
+inline constexpr uint16_t kRecordVersion = 1;
+inline constexpr size_t kRecordFixedBytes = 64;
+// Largest header a record may have; bounds group-commit batches.
+inline constexpr uint32_t kMaxHeaderBlocks = 8;
+
+using Uuid = std::array<std::byte, 16>;
+std::string UuidToString(const Uuid& u);
+Uuid NewUuid();
+
+struct SlotInfo {
+  uint64_t next_seq = 0;
+  uint64_t bytes = 0;  // 0 = slot empty
+  uint64_t xxh3 = 0;
+};
+
+struct Superblock {
+  uint32_t format_version = kFormatVersion;
+  Uuid uuid{};
+  uint64_t generation = 0;
+  uint32_t block_size = kBlock;
+  uint32_t segment_blocks = 0;
+  uint32_t segment_count = 0;
+  uint32_t ckpt_slot_blocks = 0;
+  uint64_t data_offset = 0;
+  uint64_t media_bytes = 0;
+  uint64_t logical_blocks = 0;
+  bool clean = false;
+  uint8_t newest_slot = 0;
+  std::array<SlotInfo, 2> slots{};
+  std::string primary_name;
+  uint64_t primary_blocks = 0;
+};
+
+// Encodes into exactly one block.
+std::vector<std::byte> EncodeSuperblock(const Superblock& sb);
+// NotFound if the magic is absent; DataLoss on a checksum mismatch;
+// FailedPrecondition for an unknown format version.
+absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block);
+
+enum class Stream : uint8_t { kUser = 0, kRelocation = 1 };
+enum class OpType : uint8_t { kWrite = 1, kTrim = 2, kReloc = 3 };
+
+struct WriteOp {
+  uint32_t vol = 0;
+  Bno lba = 0;
+  std::vector<Bno> vba;        // one per block
+  std::vector<uint32_t> csum;  // one per block
+};
+struct TrimOp {
+  uint32_t vol = 0;
+  Bno lba = 0;
+  Bno count = 0;
+};
+struct RelocBlock {
+  Bno vba = 0;
+  Bno src_pba = 0;
+  uint32_t csum = 0;
+  uint64_t data_seq = 0;
+  uint32_t vol = 0;
+  Bno lba = 0;
+};
+struct RelocOp {
+  std::vector<RelocBlock> blocks;
+};
+
+struct Op {
+  OpType type;
+  WriteOp write;  // kWrite
+  TrimOp trim;    // kTrim
+  RelocOp reloc;  // kReloc
+  uint32_t data_blocks() const;
+};
+
+struct RecordHeader {
+  uint16_t header_blocks = 1;
+  uint32_t data_blocks = 0;
+  uint64_t seq = 0;
+  uint64_t durable_seq = 0;
+  Uuid uuid{};
+  Stream stream = Stream::kUser;
+  std::vector<Op> ops;
+};
+
+// Payload bytes an op adds to a header.
+size_t OpPayloadBytes(const Op& op);
+// Header blocks needed for `payload_bytes` of ops.
+inline uint32_t HeaderBlocksFor(size_t payload_bytes) {
+  return uint32_t((kRecordFixedBytes + payload_bytes + kBlock - 1) / kBlock);
+}
+// Encodes the header (header_blocks blocks) into `out`, which must hold
+// h.header_blocks * 4096 bytes. Fills in header_blocks from the ops.
+void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out);
+// Decodes a header from its first block; `more` supplies further header
+// blocks when header_blocks > 1 (pass the whole header span if available).
+// NotFound: no record magic (end of segment). DataLoss: checksum mismatch or
+// malformed payload. OutOfRange: needs more blocks than given (call again
+// with header_blocks blocks).
+absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> header);
+// Reads header_blocks from the first block without verifying anything
+// (0 if no magic).
+uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block);
+
+}  // namespace ftl::log

@@ -1,0 +1,49 @@
+#pragma once
+// Parses the records of one segment (log_format.h grammar), for recovery,
+// the cleaner and ftl-tool.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "log/log_format.h"
+
+namespace ftl::log {
+
+// Reads n blocks starting at block `first` of the segment into out.
+using SegmentBlockReader =
+    std::function<absl::Status(uint32_t first, uint32_t n, std::span<std::byte> out)>;
+
+struct ParsedRecord {
+  RecordHeader header;
+  uint32_t first_block = 0;  // block offset of the header within the segment
+  bool data_ok = true;       // every data block matched its checksum
+  uint32_t end_block() const { return first_block + header.header_blocks + header.data_blocks; }
+  uint32_t data_block(uint32_t i) const { return first_block + header.header_blocks + i; }
+};
+
+struct SegmentScan {
+  std::vector<ParsedRecord> records;
+  uint32_t end_block = 0;  // just after the last record accepted
+  // Why the scan stopped: "end" (segment full), "no record", "checksum",
+  // "sequence", "data checksum" or "read error".
+  std::string stop_reason;
+};
+
+struct ScanOptions {
+  uint32_t segment_blocks = 0;
+  uint32_t start_block = 0;
+  Uuid uuid{};
+  uint64_t min_seq = 0;       // records below this seq end the scan
+  bool verify_data = true;    // read data blocks and check checksums
+};
+
+// Stops at the first block that is not a valid record, at a record whose seq
+// does not increase, or after a record whose data fails its checksum (that
+// record is returned with data_ok = false). Reads header-first so that a
+// segment with no new records costs one block read.
+SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read);
+
+}  // namespace ftl::log

@@ -1,0 +1,62 @@
+#pragma once
+// SegmentTable: the state of every segment (free / open / full / being
+// cleaned), its write pointer, the highest record seq it holds, and a
+// validity bitmap + live count of its blocks (a block is valid iff the VBA
+// table points at it with refcount > 0; DESIGN.md §3). The cleaner reads
+// it to choose victims. Not thread-safe: the owner (core::MapState) guards
+// it with its map lock.
+
+#include <cstdint>
+#include <vector>
+
+#include "log/log_format.h"
+
+namespace ftl::log {
+
+enum class SegmentState : uint8_t { kFree = 0, kOpen = 1, kFull = 2, kCleaning = 3 };
+const char* SegmentStateName(SegmentState s);
+
+struct SegmentInfo {
+  SegmentState state = SegmentState::kFree;
+  Stream stream = Stream::kUser;
+  uint32_t write_ptr = 0;   // blocks used from the segment start
+  uint32_t live = 0;        // valid data blocks
+  uint64_t max_seq = 0;     // highest record seq written into it (0: none)
+  uint64_t sealed_seq = 0;  // seq when it became full (its age for the cleaner)
+};
+
+class SegmentTable {
+ public:
+  SegmentTable(uint32_t segment_count, uint32_t segment_blocks);
+
+  uint32_t count() const { return uint32_t(segs_.size()); }
+  uint32_t segment_blocks() const { return segment_blocks_; }
+  uint32_t SegmentOf(Bno pba) const { return pba / segment_blocks_; }
+  Bno FirstBlock(uint32_t seg) const { return Bno(uint64_t(seg) * segment_blocks_); }
+
+  SegmentInfo& at(uint32_t seg) { return segs_[seg]; }
+  const SegmentInfo& at(uint32_t seg) const { return segs_[seg]; }
+
+  // Marks a physical block as holding live data / no longer live.
+  void SetValid(Bno pba);
+  void ClearValid(Bno pba);
+  bool IsValid(Bno pba) const {
+    return (bits_[pba / 64] >> (pba % 64)) & 1;
+  }
+  // Forgets all validity of a segment (it is being erased).
+  void ResetSegment(uint32_t seg);
+
+  uint32_t free_count() const { return free_count_; }
+  // Changes a segment's state, keeping the free count.
+  void SetState(uint32_t seg, SegmentState s);
+  uint64_t live_blocks() const { return live_total_; }
+
+ private:
+  uint32_t segment_blocks_;
+  std::vector<SegmentInfo> segs_;
+  std::vector<uint64_t> bits_;
+  uint32_t free_count_;
+  uint64_t live_total_ = 0;
+};
+
+}  // namespace ftl::log

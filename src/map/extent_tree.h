@@ -1,0 +1,108 @@
+#pragma once
+// ExtentTree: one volume's map LBA -> VBA as a copy-on-write B+tree of
+// extents (DESIGN.md §3). Nodes are reference counted and may be shared by
+// several trees (snapshots, clones): Share() is O(1), and the first change
+// under a shared node copies the path down to the leaf (path copying).
+// A leaf entry holds one reference on each VBA it maps (VbaTable refcounts);
+// copying a leaf takes new references, freeing one drops them.
+//
+// Thread-safety: none. One writer mutates trees at a time while holding the
+// pool's map lock exclusively; readers hold it shared.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "map/vba_table.h"
+
+namespace ftl::map {
+
+struct Extent {
+  Bno lba = 0;
+  Bno len = 0;
+  Bno vba = 0;
+  Bno end() const { return lba + len; }
+  bool operator==(const Extent&) const = default;
+};
+
+inline constexpr int kLeafCap = 64;
+inline constexpr int kInnerCap = 64;
+
+struct Node {
+  uint32_t refs = 1;
+  uint16_t count = 0;
+  bool leaf = true;
+};
+struct Leaf : Node {
+  Extent e[kLeafCap];
+};
+// key[i] is the lowest LBA child i may hold (key[0] is unused by lookups).
+struct Inner : Node {
+  Bno key[kInnerCap];
+  Node* kid[kInnerCap];
+};
+
+// Shared by all trees of one pool: where VBA references go and how many
+// nodes exist (for map memory stats).
+struct TreeContext {
+  explicit TreeContext(VbaTable* v) : vbas(v) {}
+  VbaTable* vbas;
+  uint64_t leaves = 0;
+  uint64_t inners = 0;
+  uint64_t memory_bytes() const { return leaves * sizeof(Leaf) + inners * sizeof(Inner); }
+};
+
+class ExtentTree {
+ public:
+  explicit ExtentTree(TreeContext* ctx) : ctx_(ctx) {}
+  ~ExtentTree();
+  ExtentTree(ExtentTree&& o) noexcept;
+  ExtentTree& operator=(ExtentTree&& o) noexcept;
+  ExtentTree(const ExtentTree&) = delete;
+  ExtentTree& operator=(const ExtentTree&) = delete;
+
+  // A new tree sharing this tree's nodes. O(1).
+  ExtentTree Share() const;
+
+  // Appends the mapped pieces of [lba, lba+len), clipped to it, in order.
+  void Lookup(Bno lba, Bno len, std::vector<Extent>* out) const;
+  // The VBA mapped at lba, or kNoBlock.
+  Bno LookupOne(Bno lba) const;
+  // Maps [lba, lba+len) to vba, vba+1, ... (vba == kNoBlock unmaps).
+  // Takes references on the new VBAs before dropping those of the old ones,
+  // so re-assigning a block its own VBA is safe.
+  void Assign(Bno lba, Bno len, Bno vba);
+  // True if the path to the leaf covering lba is referenced by this tree
+  // alone (a write there may reuse a VBA whose refcount is 1).
+  bool Exclusive(Bno lba) const;
+
+  void ForEach(const std::function<void(const Extent&)>& fn) const;
+  uint64_t mapped_blocks() const { return mapped_; }
+  uint64_t extent_count() const;
+
+  // For checkpoints: the root (nullptr when empty) and adopting a root built
+  // by a loader (whose reference the tree takes over).
+  const Node* root() const { return root_; }
+  void AdoptRoot(Node* root, uint64_t mapped_blocks);
+
+  // Node helpers shared with checkpoint loading.
+  static Leaf* NewLeaf(TreeContext* ctx);
+  static Inner* NewInner(TreeContext* ctx);
+
+ private:
+  struct Split {
+    Node* right = nullptr;
+    Bno key = 0;
+  };
+  void Release(Node* n);
+  Node* MakeWritable(Node** slot);
+  Split AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, bool insert);
+  Split AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert);
+  uint64_t CountMapped(const Node* n) const;
+
+  TreeContext* ctx_;
+  Node* root_ = nullptr;
+  uint64_t mapped_ = 0;
+};
+
+}  // namespace ftl::map

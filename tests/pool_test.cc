@@ -1,0 +1,179 @@
+// Pool and Volume behaviour on memory media: I/O semantics, errors, reopen.
+
+#include "ftl/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_util.h"
+
+namespace ftl {
+namespace {
+
+using testing::Pattern;
+using testing::QuietOpen;
+using testing::SmallFormat;
+
+class PoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    media_ = NewMemMedia(64 << 20);
+    auto p = Pool::Format(media_, SmallFormat(), QuietOpen());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+    vol_ = pool_->PrimaryVolume();
+    ASSERT_NE(vol_, nullptr);
+  }
+  void Reopen(bool clean = true) {
+    if (clean) ASSERT_TRUE(pool_->Close().ok());
+    pool_.reset();
+    auto p = Pool::Open(media_, QuietOpen());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+    vol_ = pool_->PrimaryVolume();
+  }
+  std::vector<std::byte> ReadBack(uint64_t off, size_t len) {
+    std::vector<std::byte> out(len);
+    absl::Status s = vol_->Read(off, out);
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+  std::shared_ptr<Media> media_;
+  std::unique_ptr<Pool> pool_;
+  Volume* vol_ = nullptr;
+};
+
+TEST_F(PoolTest, FreshVolumeReadsZeros) {
+  auto got = ReadBack(0, 1 << 20);
+  EXPECT_EQ(got, std::vector<std::byte>(1 << 20));
+  EXPECT_EQ(vol_->name(), "ftl0");
+  EXPECT_GT(vol_->size_bytes(), 40u << 20);
+}
+
+TEST_F(PoolTest, WriteReadAligned) {
+  auto data = Pattern(1, 8192, 64 << 10);
+  ASSERT_TRUE(vol_->Write(8192, data).ok());
+  EXPECT_EQ(ReadBack(8192, data.size()), data);
+  EXPECT_EQ(ReadBack(0, 8192), std::vector<std::byte>(8192));
+}
+
+TEST_F(PoolTest, SubBlockWritesAreReadModifyWrite) {
+  auto a = Pattern(1, 0, 16384);
+  ASSERT_TRUE(vol_->Write(0, a).ok());
+  auto b = Pattern(2, 1536, 512 * 7);
+  ASSERT_TRUE(vol_->Write(1536, b).ok());
+  auto expect = a;
+  std::memcpy(expect.data() + 1536, b.data(), b.size());
+  EXPECT_EQ(ReadBack(0, 16384), expect);
+  // Unaligned read in the middle.
+  auto mid = ReadBack(1024, 3072);
+  EXPECT_EQ(0, std::memcmp(mid.data(), expect.data() + 1024, 3072));
+}
+
+TEST_F(PoolTest, LargeWriteSplitsAtAtomicSize) {
+  auto data = Pattern(3, 0, 5 << 20);
+  ASSERT_TRUE(vol_->Write(1 << 20, data).ok());
+  EXPECT_EQ(ReadBack(1 << 20, data.size()), data);
+  EXPECT_GE(pool_->geometry().max_atomic_bytes, 64u << 10);
+}
+
+TEST_F(PoolTest, RangeErrors) {
+  std::vector<std::byte> buf(4096);
+  uint64_t size = vol_->size_bytes();
+  EXPECT_TRUE(absl::IsOutOfRange(vol_->Write(size, buf)));
+  EXPECT_TRUE(absl::IsOutOfRange(vol_->Write(size - 512, buf)));
+  EXPECT_TRUE(absl::IsInvalidArgument(vol_->Read(size - 512, buf)));
+  EXPECT_TRUE(absl::IsInvalidArgument(vol_->Write(100, buf)));
+  EXPECT_TRUE(absl::IsInvalidArgument(vol_->Trim(size, 4096)));
+  EXPECT_TRUE(absl::IsOutOfRange(vol_->WriteZeroes(size, 4096)));
+  EXPECT_TRUE(absl::IsInvalidArgument(vol_->BlockStatus(size, 4096).status()));
+  // Still serving.
+  ASSERT_TRUE(vol_->Write(0, buf).ok());
+}
+
+TEST_F(PoolTest, TrimAndBlockStatus) {
+  auto data = Pattern(4, 0, 1 << 20);
+  ASSERT_TRUE(vol_->Write(0, data).ok());
+  ASSERT_TRUE(vol_->Trim(256 << 10, 256 << 10).ok());
+  auto got = ReadBack(0, 1 << 20);
+  EXPECT_EQ(0, std::memcmp(got.data(), data.data(), 256 << 10));
+  EXPECT_EQ(std::vector<std::byte>(got.begin() + (256 << 10), got.begin() + (512 << 10)),
+            std::vector<std::byte>(256 << 10));
+  auto bs = vol_->BlockStatus(0, 2 << 20);
+  ASSERT_TRUE(bs.ok());
+  ASSERT_EQ(bs->size(), 4u);
+  EXPECT_TRUE((*bs)[0].allocated);
+  EXPECT_EQ((*bs)[0].length, 256u << 10);
+  EXPECT_FALSE((*bs)[1].allocated);
+  EXPECT_TRUE((*bs)[2].allocated);
+  EXPECT_FALSE((*bs)[3].allocated);
+  EXPECT_EQ((*bs)[3].offset + (*bs)[3].length, 2u << 20);
+}
+
+TEST_F(PoolTest, WriteZeroesPartialAndNoHole) {
+  auto data = Pattern(5, 0, 64 << 10);
+  ASSERT_TRUE(vol_->Write(0, data).ok());
+  ASSERT_TRUE(vol_->WriteZeroes(1024, 19968).ok());
+  auto expect = data;
+  std::memset(expect.data() + 1024, 0, 19968);
+  EXPECT_EQ(ReadBack(0, 64 << 10), expect);
+  ASSERT_TRUE(vol_->WriteZeroes(32768, 8192, false, /*no_hole=*/true).ok());
+  std::memset(expect.data() + 32768, 0, 8192);
+  EXPECT_EQ(ReadBack(0, 64 << 10), expect);
+  auto bs = vol_->BlockStatus(32768, 8192);
+  ASSERT_TRUE(bs.ok());
+  EXPECT_TRUE((*bs)[0].allocated);
+  EXPECT_TRUE(absl::IsUnimplemented(vol_->WriteZeroes(0, 4096, false, true, true)));
+}
+
+TEST_F(PoolTest, CleanReopenKeepsData) {
+  auto data = Pattern(6, 0, 3 << 20);
+  ASSERT_TRUE(vol_->Write(4096, data).ok());
+  ASSERT_TRUE(vol_->Trim(4096, 4096).ok());
+  Reopen(true);
+  EXPECT_NE(pool_->OpenReport().find("clean"), std::string::npos) << pool_->OpenReport();
+  auto got = ReadBack(4096, data.size());
+  EXPECT_EQ(std::vector<std::byte>(got.begin(), got.begin() + 4096), std::vector<std::byte>(4096));
+  EXPECT_EQ(0, std::memcmp(got.data() + 4096, data.data() + 4096, data.size() - 4096));
+  // Appending continues after reopen.
+  ASSERT_TRUE(vol_->Write(0, Pattern(7, 0, 4096)).ok());
+  Reopen(true);
+  EXPECT_EQ(ReadBack(0, 4096), Pattern(7, 0, 4096));
+}
+
+TEST_F(PoolTest, UncleanReopenRollsForward) {
+  auto data = Pattern(8, 0, 1 << 20);
+  ASSERT_TRUE(vol_->Write(0, data).ok());
+  ASSERT_TRUE(vol_->Flush().ok());
+  Reopen(/*clean=*/false);
+  EXPECT_NE(pool_->OpenReport().find("rolled forward"), std::string::npos) << pool_->OpenReport();
+  EXPECT_EQ(ReadBack(0, data.size()), data);
+}
+
+TEST_F(PoolTest, OpenRejectsUnformattedMedia) {
+  auto blank = NewMemMedia(64 << 20);
+  EXPECT_FALSE(Pool::LooksFormatted(*blank));
+  auto p = Pool::Open(blank);
+  EXPECT_TRUE(absl::IsNotFound(p.status())) << p.status();
+  EXPECT_TRUE(Pool::LooksFormatted(*media_));
+}
+
+TEST_F(PoolTest, FormatRejectsTinyMedia) {
+  auto tiny = NewMemMedia(1 << 20);
+  auto p = Pool::Format(tiny, SmallFormat());
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+}
+
+TEST_F(PoolTest, StatsCountBytes) {
+  ASSERT_TRUE(vol_->Write(0, Pattern(9, 0, 1 << 20)).ok());
+  PoolStats s = pool_->Stats();
+  EXPECT_EQ(s.user_write_bytes, 1u << 20);
+  EXPECT_GT(s.media_write_bytes, s.user_write_bytes);
+  EXPECT_EQ(s.mapped_blocks, 256u);
+  EXPECT_GT(s.map_memory_bytes, 0u);
+  EXPECT_EQ(vol_->Stats().mapped_bytes, 1u << 20);
+}
+
+}  // namespace
+}  // namespace ftl
