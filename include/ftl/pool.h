@@ -60,6 +60,21 @@ struct OpenOptions {
   // Periodic checkpoint; zero disables the timer (checkpoints still happen
   // on close and when the cleaner needs one).
   std::chrono::milliseconds checkpoint_interval{std::chrono::seconds(30)};
+  // Inspect only: recovery runs in memory, nothing is written to the media,
+  // volumes are read-only and no threads start (ftl-tool).
+  bool read_only = false;
+};
+
+// Result of Pool::Check: every inconsistency found, one line each.
+struct CheckReport {
+  std::vector<std::string> problems;
+  uint64_t volumes = 0;
+  uint64_t tree_nodes = 0;
+  uint64_t extents = 0;
+  uint64_t mapped_blocks = 0;
+  uint64_t live_vbas = 0;
+  uint64_t live_blocks = 0;
+  uint64_t blocks_verified = 0;  // data blocks read and checksummed
 };
 
 // Result of BlockStatus: consecutive extents covering the asked range.
@@ -158,6 +173,11 @@ class Pool {
   virtual void HaltCleaner() = 0;
   virtual void ResumeCleaner() = 0;
   virtual PoolStats Stats() const = 0;
+  // Verifies the map: tree order and bounds, node and VBA refcounts against
+  // the references that exist, VBA -> PBA uniqueness, validity bitmaps and
+  // live counts, segment states; with verify_data also reads every live
+  // block and checks its checksum. Holds the map lock shared meanwhile.
+  virtual absl::StatusOr<CheckReport> Check(bool verify_data) = 0;
   // Human-readable recovery summary of the last Open ("clean", "recovered
   // N records from checkpoint seq S", "rebuilt from log").
   virtual std::string OpenReport() const = 0;

@@ -36,7 +36,26 @@ gc::VictimInput PoolImpl::Candidates() {
   return in;
 }
 
+void PoolImpl::CleanerFailed(const absl::Status& why) {
+  std::deque<Request*> failed;
+  {
+    absl::MutexLock l(&queue_mu_);
+    if (!user_blocked_) return;
+    failed.swap(user_q_);
+    user_blocked_ = false;
+  }
+  absl::Status s = absl::IsResourceExhausted(why)
+                       ? why
+                       : absl::ResourceExhaustedError(absl::StrFormat(
+                             "no free space and the cleaner failed: %s", why.message()));
+  for (Request* r : failed) {
+    r->done(s);
+    delete r;
+  }
+}
+
 absl::StatusOr<uint32_t> PoolImpl::RunCleaner(uint32_t min_free_segments) {
+  if (read_only_) return absl::FailedPreconditionError("pool is open read-only");
   return cleaner_->RunUntil(min_free_segments);
 }
 

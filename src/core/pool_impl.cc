@@ -22,6 +22,7 @@ namespace {
 
 constexpr uint32_t kGcReserveSegments = 2;
 constexpr uint32_t kMinSegments = 16;
+constexpr uint64_t kSeqJumpAfterCrash = uint64_t(1) << 32;
 
 // Runs named steps in order, logging each one's duration; stops at the
 // first failure.
@@ -148,6 +149,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media
                                                            const OpenOptions& o) {
   std::unique_ptr<PoolImpl> p(new PoolImpl(std::move(media)));
   PoolImpl* pool = p.get();
+  pool->read_only_ = o.read_only;
   absl::Status st = RunSteps(
       "open",
       {
@@ -155,6 +157,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media
           {"load checkpoint / recover", [&] { return pool->LoadCheckpointOrRebuild(); }},
           {"mark dirty",
            [&] {
+             if (pool->read_only_) return absl::OkStatus();
              pool->sb_.clean = false;
              return pool->WriteSuperblock();
            }},
@@ -267,7 +270,7 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
     }
     last_written_seq_ = next_seq_ - 1;
     durable_seq_ = next_seq_ - 1;
-    if (!sb_.clean || slot != sb_.newest_slot) {
+    if (!read_only_ && (!sb_.clean || slot != sb_.newest_slot)) {
       // Both slots get the recovered state, so neither can later replay
       // records past the point where this recovery stopped.
       for (int i = 0; i < 2; ++i)
@@ -280,7 +283,7 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
   if (absl::Status s = RebuildFromLog(); !s.ok()) return s;
   last_written_seq_ = next_seq_ - 1;
   durable_seq_ = next_seq_ - 1;
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < 2 && !read_only_; ++i)
     if (absl::Status s = DoCheckpoint(); !s.ok()) return s;
   gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
   return absl::OkStatus();
@@ -365,7 +368,11 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
     auto& si = segs.at(s);
     if (si.state == log::SegmentState::kFull && si.sealed_seq == 0) si.sealed_seq = si.max_seq;
   }
-  next_seq_ = max_seen + 1;
+  // Records past a torn one in the same segment are invisible to the scan
+  // but still on the media; their seqs must never be handed out again.
+  // Periodic checkpoints sync, so far fewer than 2^32 records are ever
+  // unsynced at a crash.
+  next_seq_ = max_seen + 1 + kSeqJumpAfterCrash;
   open_report_ = absl::StrFormat(
       "recovered: checkpoint seq %d + %d records rolled forward%s", from_seq, applied,
       i < found.size() ? absl::StrFormat(" (%d unflushed records after seq %d discarded)",
@@ -408,7 +415,7 @@ absl::Status PoolImpl::RebuildFromLog() {
     auto& si = segs.at(s);
     if (si.state == log::SegmentState::kFull) si.sealed_seq = si.max_seq;
   }
-  next_seq_ = max_seen + 1;
+  next_seq_ = max_seen + 1 + kSeqJumpAfterCrash;
   open_report_ = absl::StrFormat("rebuilt from the log alone: %d records applied", applied);
   util::Logger("core")->warn("{}", open_report_);
   return absl::OkStatus();
@@ -416,12 +423,13 @@ absl::Status PoolImpl::RebuildFromLog() {
 
 void PoolImpl::StartThreads(const OpenOptions& o) {
   for (const auto& [id, v] : state_->volumes()) {
-    volumes_.push_back(std::make_unique<VolumeImpl>(this, id, v->name, v->size_blocks, false));
+    volumes_.push_back(
+        std::make_unique<VolumeImpl>(this, id, v->name, v->size_blocks, read_only_));
   }
   ckpt_interval_ = o.checkpoint_interval;
   last_ckpt_ = std::chrono::steady_clock::now();
   last_ckpt_seq_ = next_seq_;
-  writer_ = std::thread([this] { WriterLoop(); });
+  if (!read_only_) writer_ = std::thread([this] { WriterLoop(); });
   gc::CleanerOptions co;
   uint32_t n = geo_.segment_count;
   co.critical = kGcReserveSegments + 2;
@@ -429,7 +437,7 @@ void PoolImpl::StartThreads(const OpenOptions& o) {
   co.high_watermark = co.low_watermark + std::max<uint32_t>(2, n / 50);
   co.max_segments_per_second = 0;
   cleaner_ = std::make_unique<gc::Cleaner>(this, co);
-  if (o.start_cleaner) cleaner_->Start();
+  if (o.start_cleaner && !read_only_) cleaner_->Start();
 }
 
 void PoolImpl::StopThreads() {
@@ -450,6 +458,7 @@ PoolImpl::~PoolImpl() {
 absl::Status PoolImpl::Close() {
   if (closed_) return absl::FailedPreconditionError("pool already closed");
   closed_ = true;
+  if (read_only_) return absl::OkStatus();
   return RunSteps("close", {
                                {"stop cleaner and writer",
                                 [&] {
@@ -503,6 +512,7 @@ absl::Status PoolImpl::DoCheckpoint() {
 }
 
 absl::Status PoolImpl::Checkpoint() {
+  if (read_only_) return absl::FailedPreconditionError("pool is open read-only");
   absl::Notification done;
   absl::Status result;
   {

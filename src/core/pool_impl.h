@@ -113,6 +113,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   void HaltCleaner() override { cleaner_->Halt(); }
   void ResumeCleaner() override { cleaner_->Resume(); }
   PoolStats Stats() const override;
+  absl::StatusOr<CheckReport> Check(bool verify_data) override;
   std::string OpenReport() const override { return open_report_; }
 
   // gc::CleanerHost
@@ -120,6 +121,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   gc::VictimInput Candidates() override;
   absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) override;
   absl::Status CheckpointForCleaner() override { return Checkpoint(); }
+  void CleanerFailed(const absl::Status& why) override;
 
   // Used by VolumeImpl.
   void Submit(Request* r);
@@ -194,6 +196,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   std::unique_ptr<gc::Cleaner> cleaner_;
   bool closed_ = false;
+  bool read_only_ = false;
 
   // Counters.
   std::atomic<uint64_t> user_bytes_{0}, media_bytes_{0}, reloc_bytes_{0};

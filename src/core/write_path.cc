@@ -19,7 +19,9 @@ void PoolImpl::Submit(Request* r) {
   absl::Status reject;
   {
     absl::MutexLock l(&queue_mu_);
-    if (!failed_.ok()) {
+    if (read_only_) {
+      reject = absl::FailedPreconditionError("pool is open read-only");
+    } else if (!failed_.ok()) {
       reject = failed_;
     } else if (stop_) {
       reject = absl::UnavailableError("pool is closing");

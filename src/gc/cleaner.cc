@@ -100,9 +100,18 @@ void Cleaner::Loop() {
       absl::StatusOr<bool> r = CleanOne();
       if (!r.ok()) {
         log->error("cleaning failed: {}", r.status().ToString());
+        host_->CleanerFailed(r.status());
+        // Back off before trying again.
+        absl::MutexLock l(&mu_);
+        auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+        mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1));
         break;
       }
-      if (!*r) break;
+      if (!*r) {
+        if (host_->FreeSegments() <= opts_.critical)
+          host_->CleanerFailed(absl::ResourceExhaustedError("no space left: nothing to reclaim"));
+        break;
+      }
       bool urgent = host_->FreeSegments() <= opts_.critical;
       if (!urgent && opts_.max_segments_per_second > 0) {
         auto budget = std::chrono::microseconds(1000000 / opts_.max_segments_per_second);

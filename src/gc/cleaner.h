@@ -28,6 +28,9 @@ class CleanerHost {
   virtual absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) = 0;
   // Writes a checkpoint (advancing the gate).
   virtual absl::Status CheckpointForCleaner() = 0;
+  // The cleaner could not make progress: writers waiting for space should
+  // get `why` instead of waiting on.
+  virtual void CleanerFailed(const absl::Status& why) = 0;
 };
 
 struct CleanerOptions {

@@ -1,0 +1,126 @@
+// Pool::Check: verifies that the in-memory map is self-consistent (and,
+// optionally, that every live block still matches its checksum). Used by
+// ftl-tool and the crash tests.
+
+#include <unordered_map>
+
+#include "absl/strings/str_format.h"
+#include "core/aligned_buffer.h"
+#include "core/pool_impl.h"
+#include "util/checksum.h"
+
+namespace ftl::core {
+
+absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
+  CheckReport rep;
+  auto problem = [&](std::string s) {
+    if (rep.problems.size() < 100) rep.problems.push_back(std::move(s));
+  };
+  absl::ReaderMutexLock l(&map_mu_);
+  const MapState& st = *state_;
+  const auto& vbas = st.vbas();
+  const auto& segs = st.segments();
+  std::vector<uint64_t> vba_refs(vbas.size(), 0);
+  std::unordered_map<const map::Node*, uint64_t> node_refs;
+  // Walk every distinct node once, counting references to nodes and VBAs.
+  std::vector<std::pair<const map::Node*, uint32_t>> stack;  // node, volume id
+  for (const auto& [id, v] : st.volumes()) {
+    ++rep.volumes;
+    rep.mapped_blocks += v->tree.mapped_blocks();
+    if (v->tree.root() && node_refs[v->tree.root()]++ == 0) stack.push_back({v->tree.root(), id});
+    uint64_t counted = 0;
+    Bno prev_end = 0;
+    bool first = true;
+    v->tree.ForEach([&](const map::Extent& e) {
+      counted += e.len;
+      if (e.len == 0) problem(absl::StrFormat("volume %s: empty extent at lba %d", v->name, e.lba));
+      if (!first && e.lba < prev_end)
+        problem(absl::StrFormat("volume %s: extents out of order at lba %d", v->name, e.lba));
+      if (uint64_t(e.lba) + e.len > v->size_blocks)
+        problem(absl::StrFormat("volume %s: extent at lba %d runs past the end", v->name, e.lba));
+      prev_end = e.end();
+      first = false;
+      ++rep.extents;
+    });
+    if (counted != v->tree.mapped_blocks())
+      problem(absl::StrFormat("volume %s: mapped count %d but extents cover %d", v->name,
+                              v->tree.mapped_blocks(), counted));
+  }
+  while (!stack.empty()) {
+    auto [n, vol] = stack.back();
+    stack.pop_back();
+    ++rep.tree_nodes;
+    if (n->leaf) {
+      const auto* leaf = static_cast<const map::Leaf*>(n);
+      for (int i = 0; i < leaf->count; ++i) {
+        const map::Extent& e = leaf->e[i];
+        if (uint64_t(e.vba) + e.len > vbas.size()) {
+          problem(absl::StrFormat("extent at lba %d names VBAs past the table", e.lba));
+          continue;
+        }
+        for (Bno k = 0; k < e.len; ++k) ++vba_refs[e.vba + k];
+      }
+    } else {
+      const auto* in = static_cast<const map::Inner*>(n);
+      for (int i = 0; i < in->count; ++i) {
+        if (i > 1 && in->key[i] <= in->key[i - 1]) problem("inner node keys out of order");
+        if (node_refs[in->kid[i]]++ == 0) stack.push_back({in->kid[i], vol});
+      }
+    }
+  }
+  for (const auto& [n, refs] : node_refs) {
+    if (n->refs != refs)
+      problem(absl::StrFormat("tree node refcount %d but %d references", n->refs, refs));
+  }
+  std::vector<uint32_t> live_per_seg(segs.count(), 0);
+  std::unordered_map<Bno, Bno> seen_pba;
+  for (Bno v = 0; v < vbas.size(); ++v) {
+    const auto& en = vbas.Get(v);
+    if (en.refs != vba_refs[v])
+      problem(absl::StrFormat("VBA %d has refcount %d but %d references", v, en.refs, vba_refs[v]));
+    if (en.refs == 0) {
+      if (en.pba != kNoBlock) problem(absl::StrFormat("free VBA %d still points at PBA %d", v, en.pba));
+      continue;
+    }
+    ++rep.live_vbas;
+    if (en.pba == kNoBlock) {
+      problem(absl::StrFormat("VBA %d is referenced but has no physical block", v));
+      continue;
+    }
+    if (uint64_t(en.pba) >= uint64_t(segs.count()) * segs.segment_blocks()) {
+      problem(absl::StrFormat("VBA %d points past the media (PBA %d)", v, en.pba));
+      continue;
+    }
+    auto [it, fresh] = seen_pba.emplace(en.pba, v);
+    if (!fresh) problem(absl::StrFormat("PBA %d is used by VBAs %d and %d", en.pba, it->second, v));
+    if (!segs.IsValid(en.pba)) problem(absl::StrFormat("live PBA %d is not marked valid", en.pba));
+    ++live_per_seg[segs.SegmentOf(en.pba)];
+  }
+  uint32_t open = 0;
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    const auto& si = segs.at(s);
+    if (si.live != live_per_seg[s])
+      problem(absl::StrFormat("segment %d live count %d but %d live blocks", s, si.live, live_per_seg[s]));
+    if (si.state == log::SegmentState::kFree && si.live != 0)
+      problem(absl::StrFormat("free segment %d holds live blocks", s));
+    if (si.state == log::SegmentState::kOpen) ++open;
+    rep.live_blocks += si.live;
+  }
+  if (open > 2) problem(absl::StrFormat("%d segments open (at most 2 streams)", open));
+  if (segs.live_blocks() != rep.live_blocks) problem("total live count disagrees with segments");
+  if (verify_data) {
+    AlignedBuffer buf(kBlockSize);
+    for (const auto& [pba, v] : seen_pba) {
+      absl::Status s = media_->Read(MediaOffset(pba), buf.span());
+      ++rep.blocks_verified;
+      if (!s.ok()) {
+        problem(absl::StrFormat("PBA %d unreadable: %s", pba, s.message()));
+      } else if (util::BlockChecksum(buf.span()) != st.block_csum(pba)) {
+        problem(absl::StrFormat("PBA %d (VBA %d) fails its checksum", pba, v));
+      }
+    }
+  }
+  return rep;
+}
+
+}  // namespace ftl::core
