@@ -60,6 +60,11 @@ struct OpenOptions {
   // Periodic checkpoint; zero disables the timer (checkpoints still happen
   // on close and when the cleaner needs one).
   std::chrono::milliseconds checkpoint_interval{std::chrono::seconds(30)};
+  // Checkpoint automatically (timer above, and after every eighth of the
+  // segments has been sealed). When false, checkpoints happen only on
+  // Checkpoint(), Close() and when the cleaner needs one (benchmarks of
+  // roll-forward use this).
+  bool auto_checkpoint = true;
   // Inspect only: recovery runs in memory, nothing is written to the media,
   // volumes are read-only and no threads start (ftl-tool).
   bool read_only = false;

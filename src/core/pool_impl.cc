@@ -427,6 +427,7 @@ void PoolImpl::StartThreads(const OpenOptions& o) {
         std::make_unique<VolumeImpl>(this, id, v->name, v->size_blocks, read_only_));
   }
   ckpt_interval_ = o.checkpoint_interval;
+  auto_checkpoint_ = o.auto_checkpoint;
   last_ckpt_ = std::chrono::steady_clock::now();
   last_ckpt_seq_ = next_seq_;
   if (!read_only_) writer_ = std::thread([this] { WriterLoop(); });

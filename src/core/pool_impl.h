@@ -181,6 +181,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::Status failed_ ABSL_GUARDED_BY(queue_mu_);
   std::thread writer_;
   std::chrono::milliseconds ckpt_interval_{0};
+  bool auto_checkpoint_ = true;
 
   // Writer-thread state.
   uint32_t open_seg_[2] = {UINT32_MAX, UINT32_MAX};

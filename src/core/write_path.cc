@@ -181,7 +181,8 @@ void PoolImpl::WriterLoop() {
     // segments (victim_policy.h: the gate).
     bool due = ckpt_interval_.count() > 0 && next_seq_ != last_ckpt_seq_ &&
                std::chrono::steady_clock::now() - last_ckpt_ >= ckpt_interval_;
-    if (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8)) {
+    if (auto_checkpoint_ &&
+        (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8))) {
       if (absl::Status s = DoCheckpoint(); !s.ok()) log->error("checkpoint failed: {}", s.ToString());
     }
   }
