@@ -1,0 +1,14 @@
+#pragma once
+// The one place nbd/ includes Boost.Asio. Boost 1.74's awaitable.hpp uses
+// std::exchange without including <utility>, so that comes first.
+
+#include <utility>
+
+#include <boost/asio.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+
+namespace ftl::nbd {
+namespace asio = boost::asio;
+using Socket = asio::generic::stream_protocol::socket;
+}  // namespace ftl::nbd

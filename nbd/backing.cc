@@ -1,0 +1,135 @@
+#include "nbd/backing.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nbd/errors.h"
+#include "util/logging.h"
+#include "util/size_parse.h"
+
+namespace ftl::nbd {
+namespace {
+
+std::string Msg(const absl::Status& s) { return std::string(StatusMessage(s)); }
+
+// Prefixes an engine error with the backing path unless it names it already.
+absl::Status About(const std::string& backing, const absl::Status& s) {
+  std::string m = Msg(s);
+  if (m.find(backing) != std::string::npos) return absl::Status(s.code(), m);
+  return absl::Status(s.code(), absl::StrCat(backing, ": ", m));
+}
+
+bool FirstMiBIsZero(Media& media) {
+  uint64_t n = std::min<uint64_t>(media.size(), 1 << 20) & ~uint64_t(4095);
+  if (n == 0) return true;
+  std::vector<std::byte> buf(n);
+  if (!media.Read(0, buf).ok()) return false;
+  for (std::byte b : buf) {
+    if (b != std::byte{0}) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<BackingAction> DecideBackingAction(const DaemonOptions& o, const BackingFacts& f) {
+  const std::string& b = o.backing;
+  if (!f.exists) {
+    if (!o.size) {
+      return absl::NotFoundError(
+          absl::StrCat(b, ": no such file or device (pass --size SIZE to create a file)"));
+    }
+    return BackingAction::kCreateAndFormat;
+  }
+  if (f.formatted) {
+    if (!o.format) return BackingAction::kOpen;
+    if (!o.force) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          b, " already holds an ftld pool; add --force to --format to destroy it"));
+    }
+    return BackingAction::kFormat;
+  }
+  if (o.format) return BackingAction::kFormat;
+  if (f.looks_empty) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(b, " is not formatted (pass --format to create a pool on it)"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      b, " holds foreign data, not an ftld pool (pass --format to overwrite it)"));
+}
+
+absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
+  auto log = util::Logger("nbd");
+  const std::string& b = o.backing;
+  OpenedBacking out;
+  BackingFacts facts;
+  struct stat st;
+  if (::stat(b.c_str(), &st) == 0) {
+    facts.exists = true;
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(b, ": not a regular file or block device"));
+    }
+    if (o.size && S_ISREG(st.st_mode) && uint64_t(st.st_size) != *o.size) {
+      log->warn("{} exists ({}); --size {} ignored", b, util::FormatSize(st.st_size),
+                util::FormatSize(*o.size));
+    }
+  } else if (errno != ENOENT) {
+    return absl::UnavailableError(absl::StrCat(b, ": ", std::strerror(errno)));
+  } else if (b.starts_with("/dev/")) {
+    return absl::NotFoundError(absl::StrCat(b, ": no such device"));
+  }
+  if (!facts.exists && !o.size) {
+    auto a = DecideBackingAction(o, facts);
+    return a.status();
+  }
+
+  auto media = OpenMedia(b, facts.exists ? 0 : *o.size);
+  if (!media.ok()) return About(b, media.status());
+  out.media = *media;
+
+  // One daemon per backing: an advisory lock on our own descriptor.
+  out.lock_fd = ::open(b.c_str(), O_RDONLY | O_CLOEXEC);
+  if (out.lock_fd >= 0 && ::flock(out.lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(out.lock_fd);
+    return absl::UnavailableError(absl::StrCat(b, " is in use by another process"));
+  }
+
+  if (facts.exists) {
+    facts.formatted = Pool::LooksFormatted(*out.media);
+    if (!facts.formatted) facts.looks_empty = FirstMiBIsZero(*out.media);
+  }
+  auto action = DecideBackingAction(o, facts);
+  if (!action.ok()) return action.status();
+
+  FormatOptions fopts;
+  OpenOptions oopts;
+  switch (*action) {
+    case BackingAction::kCreateAndFormat:
+    case BackingAction::kFormat: {
+      log->info("formatting {} ({})", b, util::FormatSize(out.media->size()));
+      auto pool = Pool::Format(out.media, fopts, oopts);
+      if (!pool.ok()) return About(b, pool.status());
+      out.pool = std::move(*pool);
+      out.report = absl::StrCat(*action == BackingAction::kCreateAndFormat ? "created " : "",
+                                util::FormatSize(out.media->size()), " and formatted");
+      break;
+    }
+    case BackingAction::kOpen: {
+      auto pool = Pool::Open(out.media, oopts);
+      if (!pool.ok()) return About(b, pool.status());
+      out.pool = std::move(*pool);
+      out.report = out.pool->OpenReport();
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace ftl::nbd

@@ -1,0 +1,40 @@
+#pragma once
+// Opening the daemon's BACKING: the create / format / open rules of issue 3.
+//   missing file        + --size  -> create sparse, format
+//   missing file        - --size  -> error
+//   no ftld superblock  + --format -> format
+//   no ftld superblock  - --format -> error ("empty" or "foreign data")
+//   ftld pool           - --format -> open (recovering if needed)
+//   ftld pool           + --format -> error unless --force, then format
+// Every error is one line naming BACKING.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ftl/media.h"
+#include "ftl/pool.h"
+#include "nbd/daemon_options.h"
+
+namespace ftl::nbd {
+
+struct OpenedBacking {
+  std::shared_ptr<Media> media;
+  std::unique_ptr<Pool> pool;
+  std::string report;  // "created 1.0 GiB and formatted", "opened: clean", ...
+  int lock_fd = -1;    // flock(2) held for the daemon's lifetime
+};
+
+// What ftld will do with BACKING, decided from facts (pure, unit tested).
+enum class BackingAction { kCreateAndFormat, kFormat, kOpen };
+struct BackingFacts {
+  bool exists = false;
+  bool formatted = false;       // Pool::LooksFormatted
+  bool looks_empty = false;     // the first MiB is all zeros
+};
+absl::StatusOr<BackingAction> DecideBackingAction(const DaemonOptions& o, const BackingFacts& f);
+
+// Does it: stat, lock, OpenMedia, LooksFormatted, Format or Open.
+absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o);
+
+}  // namespace ftl::nbd

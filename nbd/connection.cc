@@ -1,0 +1,454 @@
+#include "nbd/connection.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "nbd/errors.h"
+#include "nbd/handshake.h"
+
+namespace ftl::nbd {
+namespace {
+
+using boost::system::error_code;
+constexpr size_t kDiscardChunk = 1 << 20;
+constexpr size_t kMaxBatch = 64;
+
+}  // namespace
+
+std::shared_ptr<std::byte[]> AllocateBuffer(size_t n) {
+  size_t rounded = (std::max<size_t>(n, 1) + 4095) & ~size_t(4095);
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+  if (p == nullptr) throw std::bad_alloc();
+  return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { std::free(q); });
+}
+
+Connection::Connection(Socket socket, uint64_t id, std::string peer, ConnectionEnv env)
+    : socket_(std::move(socket)),
+      wake_(socket_.get_executor()),
+      handshake_timer_(socket_.get_executor()),
+      id_(id),
+      peer_(std::move(peer)),
+      env_(std::move(env)),
+      connected_at_(std::chrono::system_clock::now()) {
+  env_.counters->connections_total.fetch_add(1, std::memory_order_relaxed);
+  env_.counters->connections_active.fetch_add(1, std::memory_order_relaxed);
+  if (socket_.local_endpoint().protocol().family() != AF_UNIX) {
+    int one = 1;
+    ::setsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+}
+
+Connection::~Connection() {
+  env_.counters->connections_active.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::string Connection::Prefix() const { return absl::StrCat("client #", id_, " (", peer_, ")"); }
+
+ConnectionInfo Connection::Info() const {
+  ConnectionInfo info;
+  info.id = id_;
+  info.peer = peer_;
+  info.transmitting = transmitting_.load();
+  if (info.transmitting) info.export_name = export_name_;
+  info.connected_at = connected_at_;
+  info.requests = requests_.load(std::memory_order_relaxed);
+  info.read_bytes = read_bytes_.load(std::memory_order_relaxed);
+  info.write_bytes = write_bytes_.load(std::memory_order_relaxed);
+  info.inflight = inflight_atomic_.load(std::memory_order_relaxed);
+  return info;
+}
+
+void Connection::Stop() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->stopping_ = true;
+    error_code ec;
+    if (!self->negotiated_) {
+      self->CloseSocket();
+    } else if (self->reading_header_) {
+      // Wakes the pending header read with EOF; replies can still be sent.
+      self->socket_.shutdown(asio::socket_base::shutdown_receive, ec);
+    }
+    self->Wake();
+  });
+}
+
+asio::awaitable<void> Connection::WaitForWake() {
+  wake_.expires_at(asio::steady_timer::time_point::max());
+  error_code ec;
+  co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+void Connection::Wake() { wake_.cancel(); }
+
+void Connection::CloseSocket() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ec;
+  socket_.shutdown(asio::socket_base::shutdown_both, ec);
+  socket_.close(ec);
+}
+
+asio::awaitable<void> Connection::Run() {
+  auto self = shared_from_this();
+  env_.log->debug("{}: connected", Prefix());
+  handshake_timer_.expires_after(env_.handshake_timeout);
+  handshake_timer_.async_wait([self](error_code ec) {
+    if (ec || self->negotiated_ || self->closed_) return;
+    self->env_.log->warn("{}: handshake not finished after {} s; closing", self->Prefix(),
+                         std::chrono::duration_cast<std::chrono::seconds>(
+                             self->env_.handshake_timeout)
+                             .count());
+    self->env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    self->CloseSocket();
+  });
+
+  bool ok = false;
+  try {
+    ok = co_await Negotiate();
+  } catch (const std::exception& e) {
+    env_.log->warn("{}: handshake failed: {}", Prefix(), e.what());
+  }
+  negotiated_ = true;
+  handshake_timer_.cancel();
+  if (ok) {
+    try {
+      co_await Serve();
+    } catch (const std::exception& e) {
+      env_.log->warn("{}: closing after an internal error: {}", Prefix(), e.what());
+    }
+    // Finish in-flight requests and send their replies.
+    while (!closed_ && (inflight_ > 0 || !writing_.empty() || !queue_.empty())) {
+      co_await WaitForWake();
+    }
+    while (inflight_ > 0) co_await WaitForWake();  // results of a dead socket
+  }
+  CloseSocket();
+  env_.log->info("{}: disconnected after {} requests", Prefix(), requests_.load());
+}
+
+asio::awaitable<bool> Connection::Negotiate() {
+  error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  auto greeting = EncodeGreeting();
+  co_await asio::async_write(socket_, asio::buffer(greeting), token);
+  if (ec) co_return false;
+
+  std::array<std::byte, 4> raw_flags;
+  size_t got = co_await asio::async_read(socket_, asio::buffer(raw_flags), token);
+  if (ec) {
+    if (!closed_) {
+      env_.log->info("{}: closed during handshake ({} of 4 flag bytes)", Prefix(), got);
+    }
+    co_return false;
+  }
+  auto flags = ParseClientFlags(raw_flags);
+  if (!flags.ok()) {
+    env_.log->warn("{}: bad handshake: {}; closing", Prefix(), StatusMessage(flags.status()));
+    env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  negotiation_.no_zeroes = flags->no_zeroes;
+
+  std::vector<std::byte> data;
+  for (;;) {
+    std::array<std::byte, kOptionHeaderSize> raw;
+    got = co_await asio::async_read(socket_, asio::buffer(raw), token);
+    if (ec) {
+      if (!closed_) {
+        if (got == 0) {
+          env_.log->info("{}: closed during option haggling", Prefix());
+        } else {
+          env_.log->warn("{}: truncated option header ({} of {} bytes)", Prefix(), got,
+                         kOptionHeaderSize);
+          env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      co_return false;
+    }
+    auto header = DecodeOptionHeader(raw);
+    if (!header.ok()) {
+      env_.log->warn("{}: bad option: {}; closing", Prefix(), StatusMessage(header.status()));
+      env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      co_return false;
+    }
+    if (header->length > kMaxDrainedOptionLength) {
+      env_.log->warn("{}: {} with {} bytes of data; closing", Prefix(),
+                     OptionName(header->option), header->length);
+      env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      co_return false;
+    }
+    OptionResult result;
+    if (header->length > kMaxOptionLength) {
+      if (!co_await Discard(header->length)) {
+        env_.log->warn("{}: truncated option data", Prefix());
+        co_return false;
+      }
+      AppendOptionError(&result.reply, header->option, kRepErrTooBig, "option data too long");
+      result.error = absl::StrCat(OptionName(header->option), " with ", header->length,
+                                  " bytes of data refused");
+    } else {
+      data.resize(header->length);
+      got = co_await asio::async_read(socket_, asio::buffer(data), token);
+      if (ec) {
+        env_.log->warn("{}: truncated {} ({} of {} data bytes)", Prefix(),
+                       OptionName(header->option), got, header->length);
+        env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+        co_return false;
+      }
+      result = HandleOption(header->option, data, *env_.exports, &negotiation_);
+    }
+    if (!result.error.empty()) env_.log->info("{}: {}", Prefix(), result.error);
+    if (!result.reply.empty()) {
+      co_await asio::async_write(socket_, asio::buffer(result.reply), token);
+      if (ec) co_return false;
+    }
+    if (result.outcome == OptionOutcome::kClose) co_return false;
+    if (result.outcome == OptionOutcome::kTransmission) co_return true;
+  }
+}
+
+asio::awaitable<bool> Connection::Discard(uint64_t n) {
+  error_code ec;
+  std::vector<std::byte> scratch(std::min<uint64_t>(n, kDiscardChunk));
+  while (n > 0) {
+    size_t chunk = std::min<uint64_t>(n, scratch.size());
+    co_await asio::async_read(socket_, asio::buffer(scratch.data(), chunk),
+                              asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+    n -= chunk;
+  }
+  co_return true;
+}
+
+asio::awaitable<void> Connection::Serve() {
+  const Export& e = *negotiation_.chosen;
+  volume_ = e.volume;
+  export_name_ = e.name;
+  transmitting_ = true;
+  const TransmissionContext ctx{.size = volume_->size_bytes(),
+                                .read_only = e.effective_read_only(),
+                                .structured_replies = negotiation_.structured_replies,
+                                .base_allocation = negotiation_.base_allocation};
+  env_.log->info("{}: opened export '{}'{}{}", Prefix(), e.name,
+                 ctx.structured_replies ? " with structured replies" : "",
+                 ctx.read_only ? " (read-only)" : "");
+
+  error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  std::array<std::byte, kRequestSize> raw;
+  for (;;) {
+    while (!stopping_ && !closed_ &&
+           (inflight_ >= kMaxInflightRequests || inflight_bytes_ >= kMaxInflightBytes)) {
+      co_await WaitForWake();
+    }
+    if (stopping_ || closed_) break;
+    reading_header_ = true;
+    size_t got = co_await asio::async_read(socket_, asio::buffer(raw), token);
+    reading_header_ = false;
+    if (ec) {
+      if (stopping_ || closed_) break;
+      if (got == 0) {
+        env_.log->info("{}: closed the connection without NBD_CMD_DISC", Prefix());
+      } else {
+        env_.log->warn("{}: vanished inside a request header ({} of {} bytes)", Prefix(), got,
+                       kRequestSize);
+        env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+      break;
+    }
+    Request r;
+    if (!DecodeRequest(raw, &r)) {
+      env_.log->warn("{}: request without the NBD request magic; closing", Prefix());
+      env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    env_.log->trace("{}: {} flags 0x{:x} offset {} length {} cookie {}", Prefix(),
+                    CommandName(r.type), r.flags, r.offset, r.length, r.cookie);
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    env_.counters->requests.fetch_add(1, std::memory_order_relaxed);
+    absl::Status status = ValidateRequest(r, ctx);
+
+    std::shared_ptr<std::byte[]> payload;
+    if (HasPayload(r)) {
+      if (!status.ok()) {
+        if (!co_await Discard(r.length)) {
+          env_.log->warn("{}: vanished inside the payload of a refused {} ({} bytes)",
+                         Prefix(), CommandName(r.type), r.length);
+          env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
+      } else {
+        payload = AllocateBuffer(r.length);
+        got = co_await asio::async_read(socket_, asio::buffer(payload.get(), r.length), token);
+        if (ec) {
+          env_.log->warn("{}: vanished inside a {} payload ({} of {} bytes)", Prefix(),
+                         CommandName(r.type), got, r.length);
+          env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
+      }
+    }
+    if (r.type == kCmdDisc) {
+      env_.log->debug("{}: NBD_CMD_DISC", Prefix());
+      break;
+    }
+    ++inflight_;
+    if (r.type == kCmdRead || r.type == kCmdWrite) inflight_bytes_ += r.length;
+    inflight_atomic_.store(inflight_, std::memory_order_relaxed);
+    if (!status.ok()) {
+      env_.log->info("{}: {} refused: {} ({})", Prefix(), CommandName(r.type),
+                     StatusMessage(status), NbdErrorName(StatusToNbdError(status)));
+      Finish(r, status);
+      continue;
+    }
+    Dispatch(r, std::move(payload));
+  }
+}
+
+void Connection::Dispatch(const Request& r, std::shared_ptr<std::byte[]> payload) {
+  auto self = shared_from_this();
+  auto strand = socket_.get_executor();
+  Volume* v = volume_;
+  switch (r.type) {
+    case kCmdWrite: {
+      auto data = std::span<const std::byte>(payload.get(), r.length);
+      v->WriteAsync(r.offset, data, (r.flags & kCmdFlagFua) != 0,
+                    [self, strand, r, payload](absl::Status s) mutable {
+                      asio::post(strand, [self, r, s = std::move(s)] { self->Finish(r, s); });
+                    });
+      return;
+    }
+    case kCmdRead:
+      asio::post(env_.workers, [self, strand, v, r] {
+        std::shared_ptr<std::byte[]> data;
+        absl::Status s;
+        try {
+          data = AllocateBuffer(r.length);
+          s = v->Read(r.offset, std::span<std::byte>(data.get(), r.length));
+        } catch (const std::bad_alloc&) {
+          s = absl::ResourceExhaustedError("out of memory");
+        }
+        asio::post(strand, [self, r, s = std::move(s), data = std::move(data)]() mutable {
+          self->FinishRead(r, std::move(s), std::move(data));
+        });
+      });
+      return;
+    case kCmdBlockStatus:
+      asio::post(env_.workers, [self, strand, v, r] {
+        auto result = ExecuteBlockStatus(*v, r);
+        asio::post(strand, [self, r, result = std::move(result)]() mutable {
+          self->FinishBlockStatus(r, std::move(result));
+        });
+      });
+      return;
+    default:
+      asio::post(env_.workers, [self, strand, v, r] {
+        absl::Status s = ExecuteSimple(*v, r);
+        asio::post(strand, [self, r, s = std::move(s)] { self->Finish(r, s); });
+      });
+      return;
+  }
+}
+
+void Connection::Retire(const Request& r) {
+  --inflight_;
+  inflight_atomic_.store(inflight_, std::memory_order_relaxed);
+  if (r.type == kCmdRead || r.type == kCmdWrite) inflight_bytes_ -= r.length;
+  Wake();
+}
+
+void Connection::Finish(const Request& r, const absl::Status& status) {
+  Retire(r);
+  Out out;
+  if (status.ok()) {
+    if (r.type == kCmdWrite) {
+      write_bytes_.fetch_add(r.length, std::memory_order_relaxed);
+      env_.counters->write_bytes.fetch_add(r.length, std::memory_order_relaxed);
+    }
+    EncodeOkReply(&out.head, r, negotiation_.structured_replies);
+  } else {
+    env_.counters->request_errors.fetch_add(1, std::memory_order_relaxed);
+    if (status.code() != absl::StatusCode::kInvalidArgument &&
+        status.code() != absl::StatusCode::kOutOfRange &&
+        status.code() != absl::StatusCode::kPermissionDenied) {
+      // Validation failures were logged already; engine failures are news.
+      env_.log->warn("{}: {} of {} bytes at {} failed: {}", Prefix(), CommandName(r.type),
+                     r.length, r.offset, status.ToString());
+    }
+    EncodeErrorReply(&out.head, r, negotiation_.structured_replies, status);
+  }
+  Queue(std::move(out));
+}
+
+void Connection::FinishRead(const Request& r, absl::Status status,
+                            std::shared_ptr<std::byte[]> data) {
+  if (!status.ok()) {
+    Finish(r, status);
+    return;
+  }
+  Retire(r);
+  read_bytes_.fetch_add(r.length, std::memory_order_relaxed);
+  env_.counters->read_bytes.fetch_add(r.length, std::memory_order_relaxed);
+  Out out;
+  if (negotiation_.structured_replies) {
+    EncodeReadChunkHeader(&out.head, r.cookie, r.offset, r.length);
+  } else {
+    EncodeSimpleReply(&out.head, r.cookie, 0);
+  }
+  out.data = std::move(data);
+  out.data_len = r.length;
+  Queue(std::move(out));
+}
+
+void Connection::FinishBlockStatus(const Request& r,
+                                   absl::StatusOr<std::vector<Descriptor>> result) {
+  if (!result.ok()) {
+    Finish(r, result.status());
+    return;
+  }
+  Retire(r);
+  Out out;
+  EncodeBlockStatusChunk(&out.head, r.cookie, *result);
+  Queue(std::move(out));
+}
+
+void Connection::Queue(Out out) {
+  if (closed_) return;
+  queue_.push_back(std::move(out));
+  if (writing_.empty()) WriteMore();
+}
+
+void Connection::WriteMore() {
+  writing_.clear();
+  gather_.clear();
+  if (closed_ || queue_.empty()) {
+    queue_.clear();
+    Wake();
+    return;
+  }
+  while (!queue_.empty() && writing_.size() < kMaxBatch) {
+    writing_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  for (const Out& o : writing_) {
+    gather_.push_back(asio::buffer(o.head));
+    if (o.data_len) gather_.push_back(asio::buffer(o.data.get(), o.data_len));
+  }
+  asio::async_write(socket_, gather_, [self = shared_from_this()](error_code ec, size_t) {
+    if (ec) {
+      if (!self->closed_) {
+        self->env_.log->info("{}: reply not delivered ({}); closing", self->Prefix(),
+                             ec.message());
+      }
+      self->CloseSocket();
+    }
+    self->WriteMore();
+  });
+}
+
+}  // namespace ftl::nbd

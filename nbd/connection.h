@@ -1,0 +1,148 @@
+#pragma once
+// Connection: one NBD client from accept to close. It drives the three
+// phases (handshake.h, options.h, transmission.h) over a socket.
+//
+// Concurrency: every member runs on the socket's strand. In the transmission
+// phase one coroutine reads requests; each request runs elsewhere (WRITE via
+// Volume::WriteAsync, everything else on the shared worker pool) and its
+// completion is posted back to the strand, which queues the reply. Replies
+// go out in completion order (out of order w.r.t. requests), batched into
+// one gather write. In-flight requests are bounded per connection
+// (kMaxInflightRequests, kMaxInflightBytes): the reader waits when over.
+// Lifetime: owned by shared_ptr; completions hold a reference, so the
+// object outlives every request it started.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/status/status.h"
+#include "nbd/asio.h"
+#include "nbd/exports.h"
+#include "nbd/options.h"
+#include "nbd/transmission.h"
+
+namespace ftl::nbd {
+
+inline constexpr size_t kMaxInflightRequests = 256;
+inline constexpr size_t kMaxInflightBytes = 128u << 20;
+
+// Counters shared by all connections of a server. Relaxed atomics.
+struct ServerCounters {
+  std::atomic<uint64_t> connections_total{0};
+  std::atomic<uint64_t> connections_active{0};
+  std::atomic<uint64_t> protocol_errors{0};  // connections closed for a violation
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> request_errors{0};   // error replies sent
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> write_bytes{0};
+};
+
+// What a connection needs from its server. Not owned; outlives connections.
+struct ConnectionEnv {
+  const ExportTable* exports = nullptr;
+  asio::any_io_executor workers;  // blocking Volume calls run here
+  ServerCounters* counters = nullptr;
+  std::shared_ptr<spdlog::logger> log;
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(30)};
+};
+
+// A snapshot for `ftlctl status`.
+struct ConnectionInfo {
+  uint64_t id = 0;
+  std::string peer;
+  std::string export_name;  // empty until transmission (or the "" export)
+  bool transmitting = false;
+  std::chrono::system_clock::time_point connected_at;
+  uint64_t requests = 0;
+  uint64_t read_bytes = 0;
+  uint64_t write_bytes = 0;
+  uint64_t inflight = 0;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  // REQUIRES: `socket`'s executor is a strand.
+  Connection(Socket socket, uint64_t id, std::string peer, ConnectionEnv env);
+  ~Connection();
+
+  // Runs the connection until it closes; co_spawn it on the socket's
+  // executor and hold a shared_ptr meanwhile.
+  asio::awaitable<void> Run();
+
+  // Thread-safe. Stops reading new requests; in-flight requests finish and
+  // are answered, then the socket closes.
+  void Stop();
+
+  // Thread-safe.
+  ConnectionInfo Info() const;
+  // The strand everything runs on.
+  asio::any_io_executor executor() { return socket_.get_executor(); }
+
+ private:
+  // An outgoing message: header bytes and optionally a data buffer.
+  struct Out {
+    std::vector<std::byte> head;
+    std::shared_ptr<std::byte[]> data;
+    size_t data_len = 0;
+  };
+
+  asio::awaitable<bool> Negotiate();
+  asio::awaitable<void> Serve();
+  // Reads and discards `n` bytes; false if the stream ended first.
+  asio::awaitable<bool> Discard(uint64_t n);
+  asio::awaitable<void> WaitForWake();
+  void Wake();
+
+  void Dispatch(const Request& r, std::shared_ptr<std::byte[]> payload);
+  // Completion of a request without reply payload (on the strand).
+  void Finish(const Request& r, const absl::Status& status);
+  void FinishRead(const Request& r, absl::Status status, std::shared_ptr<std::byte[]> data);
+  void FinishBlockStatus(const Request& r, absl::StatusOr<std::vector<Descriptor>> result);
+  void Retire(const Request& r);
+  void Queue(Out out);
+  void WriteMore();
+  void CloseSocket();
+  std::string Prefix() const;
+
+  Socket socket_;
+  asio::steady_timer wake_;
+  asio::steady_timer handshake_timer_;
+  const uint64_t id_;
+  const std::string peer_;
+  ConnectionEnv env_;
+  const std::chrono::system_clock::time_point connected_at_;
+
+  // Strand-only state.
+  Negotiation negotiation_;
+  Volume* volume_ = nullptr;
+  bool stopping_ = false;
+  bool reading_header_ = false;
+  bool closed_ = false;
+  bool negotiated_ = false;
+  size_t inflight_ = 0;
+  size_t inflight_bytes_ = 0;
+  std::deque<Out> queue_;
+  std::vector<Out> writing_;  // the batch being written; empty when idle
+  std::vector<asio::const_buffer> gather_;
+
+  // Read by Info() from other threads.
+  std::atomic<bool> transmitting_{false};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> read_bytes_{0};
+  std::atomic<uint64_t> write_bytes_{0};
+  std::atomic<uint64_t> inflight_atomic_{0};
+  std::string export_name_;  // written once before transmitting_ is set
+};
+
+// Buffer for request payloads and read data, 4096-aligned.
+std::shared_ptr<std::byte[]> AllocateBuffer(size_t n);
+
+}  // namespace ftl::nbd

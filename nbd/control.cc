@@ -1,0 +1,238 @@
+#include "nbd/control.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "nbd/errors.h"
+#include "util/logging.h"
+
+namespace ftl::nbd {
+namespace {
+
+using boost::system::error_code;
+
+std::string ErrorReply(std::string_view message, const Json* id = nullptr,
+                       std::string_view code = "") {
+  Json reply = {{"ok", false}, {"error", message}};
+  if (!code.empty()) reply["code"] = code;
+  if (id != nullptr) reply["id"] = *id;
+  return reply.dump();
+}
+
+// True if something accepts connections on the Unix socket `path`.
+bool SomeoneListens(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+ControlDispatcher::ControlDispatcher() {
+  Register("help", "list the commands", [this](const Json&) -> absl::StatusOr<Json> {
+    Json commands = Json::array();
+    for (const auto& [name, e] : handlers_) {
+      commands.push_back({{"cmd", name}, {"summary", e.summary}});
+    }
+    return Json{{"commands", commands}};
+  });
+}
+
+void ControlDispatcher::Register(std::string command, std::string summary,
+                                 ControlHandler handler) {
+  handlers_[std::move(command)] = Entry{std::move(summary), std::move(handler)};
+}
+
+std::vector<std::string> ControlDispatcher::Commands() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : handlers_) out.push_back(name);
+  return out;
+}
+
+std::string ControlDispatcher::Dispatch(std::string_view line) const {
+  Json request = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (request.is_discarded()) return ErrorReply("malformed JSON", nullptr, "INVALID_ARGUMENT");
+  if (!request.is_object()) {
+    return ErrorReply("a request must be a JSON object", nullptr, "INVALID_ARGUMENT");
+  }
+  const Json* id = request.contains("id") ? &request["id"] : nullptr;
+  auto cmd = request.find("cmd");
+  if (cmd == request.end() || !cmd->is_string()) {
+    return ErrorReply("missing \"cmd\" (a string)", id, "INVALID_ARGUMENT");
+  }
+  auto it = handlers_.find(cmd->get<std::string>());
+  if (it == handlers_.end()) {
+    return ErrorReply(absl::StrCat("unknown command '", cmd->get<std::string>(),
+                                   "' (try \"help\")"),
+                      id, "INVALID_ARGUMENT");
+  }
+  absl::StatusOr<Json> result;
+  try {
+    result = it->second.handler(request);
+  } catch (const std::exception& e) {
+    result = absl::InternalError(absl::StrCat("handler failed: ", e.what()));
+  }
+  if (!result.ok()) {
+    return ErrorReply(StatusMessage(result.status()), id,
+                      absl::StatusCodeToString(result.status().code()));
+  }
+  Json reply = {{"ok", true}};
+  if (result->is_object()) {
+    for (auto& [k, v] : result->items()) reply[k] = v;
+  } else if (!result->is_null()) {
+    reply["result"] = *result;
+  }
+  if (id != nullptr) reply["id"] = *id;
+  return reply.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+absl::StatusOr<std::string> StringArg(const Json& request, const std::string& key) {
+  auto it = request.find(key);
+  if (it == request.end()) return absl::InvalidArgumentError(absl::StrCat("missing \"", key, "\""));
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be a string"));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<uint64_t> U64Arg(const Json& request, const std::string& key,
+                                std::optional<uint64_t> fallback) {
+  auto it = request.find(key);
+  if (it == request.end()) {
+    if (fallback) return *fallback;
+    return absl::InvalidArgumentError(absl::StrCat("missing \"", key, "\""));
+  }
+  if (!it->is_number_unsigned()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", key, "\" must be a non-negative integer"));
+  }
+  return it->get<uint64_t>();
+}
+
+ControlServer::ControlServer(asio::io_context& io, const ControlDispatcher* dispatcher)
+    : io_(io), dispatcher_(dispatcher), log_(util::Logger("ctl")) {}
+
+ControlServer::~ControlServer() {
+  handler_thread_.join();
+}
+
+absl::Status ControlServer::Listen(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("control socket path too long: ", path));
+  }
+  std::filesystem::path p(path);
+  std::error_code fec;
+  if (p.has_parent_path()) {
+    std::filesystem::create_directories(p.parent_path(), fec);
+    if (fec) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create ", p.parent_path().string(), ": ", fec.message()));
+    }
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("control socket path ", path, " exists and is not a socket"));
+    }
+    if (SomeoneListens(path)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("control socket ", path, " is in use (is another ftld running?)"));
+    }
+    ::unlink(path.c_str());
+  }
+  error_code ec;
+  acceptor_.emplace(io_);
+  acceptor_->open(asio::local::stream_protocol(), ec);
+  if (!ec) {
+    // Created with mode 0600 from the start: no window with wider access.
+    mode_t old = ::umask(0177);
+    acceptor_->bind(asio::local::stream_protocol::endpoint(path), ec);
+    ::umask(old);
+  }
+  if (!ec) acceptor_->listen(16, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("control socket ", path, ": ", ec.message()));
+  ::chmod(path.c_str(), 0600);
+  path_ = path;
+  return absl::OkStatus();
+}
+
+void ControlServer::Start() {
+  log_->info("control socket {}", path_);
+  asio::co_spawn(io_, AcceptLoop(), asio::detached);
+}
+
+void ControlServer::Stop() {
+  asio::post(io_, [this] {
+    error_code ec;
+    if (acceptor_) acceptor_->close(ec);
+  });
+  if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+asio::awaitable<void> ControlServer::AcceptLoop() {
+  for (;;) {
+    asio::local::stream_protocol::socket socket(asio::make_strand(io_));
+    error_code ec;
+    co_await acceptor_->async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
+    if (ec) {
+      log_->warn("control accept failed: {}", ec.message());
+      continue;
+    }
+    auto ex = socket.get_executor();
+    asio::co_spawn(ex, Session(this, std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> ControlServer::Session(ControlServer* server,
+                                             asio::local::stream_protocol::socket socket) {
+  error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  std::string buffer;
+  for (;;) {
+    size_t n = co_await asio::async_read_until(
+        socket, asio::dynamic_buffer(buffer, kMaxControlLine), '\n', token);
+    if (ec == asio::error::not_found) {
+      std::string reply = ErrorReply("request line too long", nullptr, "INVALID_ARGUMENT") + "\n";
+      server->log_->warn("control request longer than {} bytes; closing", kMaxControlLine);
+      co_await asio::async_write(socket, asio::buffer(reply), token);
+      co_return;
+    }
+    if (ec) co_return;  // client closed (a partial last line is dropped)
+    std::string line = buffer.substr(0, n - 1);
+    buffer.erase(0, n);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+
+    // Run the handler on the handler thread; wake this strand when done.
+    std::string reply;
+    asio::steady_timer done(socket.get_executor(), asio::steady_timer::time_point::max());
+    auto strand = socket.get_executor();
+    asio::post(server->handler_thread_, [&, strand] {
+      reply = server->dispatcher_->Dispatch(line);
+      asio::post(strand, [&] { done.cancel(); });
+    });
+    co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (reply.find("\"ok\":false") != std::string::npos) {
+      server->log_->info("control request failed: {}", reply);
+    }
+    reply += '\n';
+    co_await asio::async_write(socket, asio::buffer(reply), token);
+    if (ec) co_return;
+  }
+}
+
+}  // namespace ftl::nbd

@@ -1,0 +1,175 @@
+#include "nbd/control_commands.h"
+
+#include <unistd.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace ftl::nbd {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double SecondsSince(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::system_clock::now() - t).count();
+}
+
+Json ClientsJson(const Server& server) {
+  Json out = Json::array();
+  for (const ConnectionInfo& c : server.Connections()) {
+    out.push_back({{"id", c.id},
+                   {"peer", c.peer},
+                   {"export", c.transmitting ? Json(c.export_name) : Json(nullptr)},
+                   {"connected_s", SecondsSince(c.connected_at)},
+                   {"requests", c.requests},
+                   {"inflight", c.inflight},
+                   {"read_bytes", c.read_bytes},
+                   {"write_bytes", c.write_bytes}});
+  }
+  return out;
+}
+
+Json ListenJson(const Server& server) {
+  Json out = Json::object();
+  const ServerOptions& o = server.options();
+  if (!o.bind.empty()) out["tcp"] = absl::StrCat(o.bind, ":", server.tcp_port());
+  if (!o.unix_path.empty()) out["unix"] = o.unix_path;
+  return out;
+}
+
+absl::StatusOr<Json> Status(const DaemonContext& ctx) {
+  return Json{{"pid", ::getpid()},
+              {"uptime_s", SecondsSince(ctx.started)},
+              {"backing", ctx.backing},
+              {"media", ctx.media},
+              {"open_report", ctx.open_report},
+              {"read_only", ctx.read_only},
+              {"control", ctx.control_path},
+              {"listen", ListenJson(*ctx.server)},
+              {"geometry", GeometryJson(ctx.pool->geometry())},
+              {"exports", ExportsJson(*ctx.exports)},
+              {"clients", ClientsJson(*ctx.server)}};
+}
+
+absl::StatusOr<Json> Stats(const DaemonContext& ctx) {
+  Json volumes = Json::array();
+  for (const std::string& name : ctx.pool->VolumeNames()) {
+    if (Volume* v = ctx.pool->GetVolume(name)) volumes.push_back(VolumeStatsJson(v->Stats()));
+  }
+  const ServerCounters& c = ctx.server->counters();
+  Json nbd = {{"connections_total", c.connections_total.load()},
+              {"connections_active", c.connections_active.load()},
+              {"protocol_errors", c.protocol_errors.load()},
+              {"requests", c.requests.load()},
+              {"request_errors", c.request_errors.load()},
+              {"read_bytes", c.read_bytes.load()},
+              {"write_bytes", c.write_bytes.load()}};
+  return Json{{"uptime_s", SecondsSince(ctx.started)},
+              {"pool", PoolStatsJson(ctx.pool->Stats())},
+              {"volumes", volumes},
+              {"nbd", nbd}};
+}
+
+absl::StatusOr<Json> Checkpoint(const DaemonContext& ctx) {
+  auto start = std::chrono::steady_clock::now();
+  if (absl::Status s = ctx.pool->Checkpoint(); !s.ok()) return s;
+  PoolStats st = ctx.pool->Stats();
+  return Json{{"duration_s", SecondsSince(start)},
+              {"checkpoint_count", st.checkpoint_count},
+              {"checkpoint_bytes", st.checkpoint_bytes}};
+}
+
+absl::StatusOr<Json> Gc(const DaemonContext& ctx, const Json& request) {
+  PoolStats before = ctx.pool->Stats();
+  // Default: reclaim everything reclaimable.
+  auto min_free = U64Arg(request, "min_free_segments", before.segments_total);
+  if (!min_free.ok()) return min_free.status();
+  auto start = std::chrono::steady_clock::now();
+  auto cleaned = ctx.pool->RunCleaner(uint32_t(std::min<uint64_t>(*min_free, UINT32_MAX)));
+  if (!cleaned.ok()) return cleaned.status();
+  PoolStats after = ctx.pool->Stats();
+  return Json{{"duration_s", SecondsSince(start)},
+              {"segments_cleaned", *cleaned},
+              {"segments_free_before", before.segments_free},
+              {"segments_free", after.segments_free},
+              {"free_bytes", after.free_bytes},
+              {"cleaner_state", after.cleaner_state}};
+}
+
+}  // namespace
+
+Json GeometryJson(const Geometry& g) {
+  return Json{{"block_size", g.block_size},
+              {"media_bytes", g.media_bytes},
+              {"segment_bytes", uint64_t(g.segment_blocks) * g.block_size},
+              {"segment_count", g.segment_count},
+              {"data_offset", g.data_offset},
+              {"logical_bytes", g.logical_blocks * g.block_size},
+              {"max_atomic_bytes", g.max_atomic_bytes},
+              {"format_version", g.format_version},
+              {"uuid", g.uuid}};
+}
+
+Json ExportsJson(const ExportTable& exports) {
+  Json out = Json::array();
+  for (const Export& e : exports.List()) {
+    out.push_back({{"name", e.name},
+                   {"volume", e.volume->name()},
+                   {"size_bytes", e.volume->size_bytes()},
+                   {"read_only", e.effective_read_only()},
+                   {"description", e.description}});
+  }
+  return out;
+}
+
+Json PoolStatsJson(const PoolStats& s) {
+  return Json{{"user_write_bytes", s.user_write_bytes},
+              {"media_write_bytes", s.media_write_bytes},
+              {"write_amplification", s.write_amplification},
+              {"gc_relocated_bytes", s.gc_relocated_bytes},
+              {"gc_segments_cleaned", s.gc_segments_cleaned},
+              {"checkpoint_count", s.checkpoint_count},
+              {"checkpoint_bytes", s.checkpoint_bytes},
+              {"segments_total", s.segments_total},
+              {"segments_free", s.segments_free},
+              {"free_bytes", s.free_bytes},
+              {"live_bytes", s.live_bytes},
+              {"map_memory_bytes", s.map_memory_bytes},
+              {"mapped_blocks", s.mapped_blocks},
+              {"next_seq", s.next_seq},
+              {"cleaner_state", s.cleaner_state}};
+}
+
+Json VolumeStatsJson(const VolumeStats& s) {
+  return Json{{"name", s.name},
+              {"id", s.id},
+              {"size_bytes", s.size_bytes},
+              {"mapped_bytes", s.mapped_bytes},
+              {"reads", s.reads},
+              {"writes", s.writes},
+              {"trims", s.trims},
+              {"zeroes", s.zeroes},
+              {"flushes", s.flushes},
+              {"read_bytes", s.read_bytes},
+              {"write_bytes", s.write_bytes}};
+}
+
+void RegisterCoreCommands(ControlDispatcher* d, const DaemonContext* ctx) {
+  d->Register("status", "uptime, backing, geometry, exports, clients",
+              [ctx](const Json&) { return Status(*ctx); });
+  d->Register("stats", "I/O counts and bytes, write amplification, cleaner, space, memory",
+              [ctx](const Json&) { return Stats(*ctx); });
+  d->Register("exports", "the NBD export names and their volumes",
+              [ctx](const Json&) -> absl::StatusOr<Json> {
+                return Json{{"exports", ExportsJson(*ctx->exports)}};
+              });
+  d->Register("checkpoint", "write a checkpoint now",
+              [ctx](const Json&) { return Checkpoint(*ctx); });
+  d->Register("gc", "run the cleaner now [min_free_segments]",
+              [ctx](const Json& r) { return Gc(*ctx, r); });
+}
+
+}  // namespace ftl::nbd

@@ -1,0 +1,220 @@
+#include "nbd/daemon.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nbd/backing.h"
+#include "nbd/control.h"
+#include "nbd/control_commands.h"
+#include "nbd/errors.h"
+#include "nbd/exports.h"
+#include "nbd/server.h"
+#include "util/logging.h"
+#include "util/size_parse.h"
+
+namespace ftl::nbd {
+namespace {
+
+constexpr auto kDrainTimeout = std::chrono::seconds(30);
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "ftld: error: %s\n", std::string(StatusMessage(s)).c_str());
+  return 1;
+}
+
+int EnvInt(const char* name, int fallback) {
+  int v = 0;
+  const char* s = std::getenv(name);
+  return s != nullptr && absl::SimpleAtoi(s, &v) && v > 0 ? v : fallback;
+}
+
+// The primary volume under its export name and "", other volumes by name.
+absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* exports) {
+  Volume* primary = pool.PrimaryVolume();
+  if (primary == nullptr) return absl::InternalError("the pool has no primary volume");
+  std::string primary_name = o.export_name.value_or(primary->name());
+  absl::Status s = exports->Add({.name = primary_name,
+                                 .description = absl::StrCat("ftld volume ", primary->name()),
+                                 .volume = primary,
+                                 .read_only = o.read_only,
+                                 .listed = true});
+  if (!s.ok()) return s;
+  s = exports->Add({.name = "",
+                    .description = absl::StrCat("ftld volume ", primary->name(), " (default)"),
+                    .volume = primary,
+                    .read_only = o.read_only,
+                    .listed = false});
+  if (!s.ok()) return s;
+  for (const std::string& name : pool.VolumeNames()) {
+    Volume* v = pool.GetVolume(name);
+    if (v == nullptr || v == primary) continue;
+    s = exports->Add({.name = name,
+                      .description = absl::StrCat("ftld volume ", name),
+                      .volume = v,
+                      .read_only = o.read_only,
+                      .listed = true});
+    if (!s.ok()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "cannot export volume '", name, "': ", s.message(), " (choose another --export)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Waits for SIGINT/SIGTERM on a dedicated thread: the first sets `stop`,
+// the second exits the process at once.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // inherited by every later thread
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+  void Start(std::function<void(int)> on_first) {
+    thread_ = std::thread([this, on_first = std::move(on_first)] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      on_first(sig);
+      sigwait(&set_, &sig);
+      util::Logger("nbd")->warn("second signal ({}): exiting now without a checkpoint",
+                                strsignal(sig));
+      spdlog::apply_all([](std::shared_ptr<spdlog::logger> l) { l->flush(); });
+      ::_exit(128 + sig);
+    });
+    thread_.detach();
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int RunDaemon(const std::vector<std::string>& args) {
+  auto parsed = ParseDaemonArgs(args);
+  if (!parsed.ok()) return Fail(parsed.status()), 2;
+  const DaemonOptions& o = *parsed;
+  if (o.help) {
+    std::cout << DaemonUsage();
+    return 0;
+  }
+  if (o.version) {
+    std::cout << "ftld " << kFtldVersion << "\n";
+    return 0;
+  }
+  util::SetLogLevel(o.log_level);
+  auto log = util::Logger("nbd");
+
+  // Signals are blocked before any thread starts, so only the watcher sees them.
+  SignalWatcher signals;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  signals.Start([&](int sig) {
+    log->info("{}: shutting down (send again to exit at once)", strsignal(sig));
+    std::lock_guard<std::mutex> l(mu);
+    stop = true;
+    cv.notify_all();
+  });
+
+  // Step: backing.
+  auto backing = OpenBacking(o);
+  if (!backing.ok()) return Fail(backing.status());
+  Pool& pool = *backing->pool;
+  const Geometry& g = pool.geometry();
+  log->info("{}: {} ({}, {} segments of {}, {} logical)", o.backing, backing->report,
+            backing->media->Describe(), g.segment_count,
+            util::FormatSize(uint64_t(g.segment_blocks) * g.block_size),
+            util::FormatSize(g.logical_blocks * g.block_size));
+
+  // Step: exports.
+  ExportTable exports;
+  if (absl::Status s = FillExports(pool, o, &exports); !s.ok()) {
+    (void)pool.Close();
+    return Fail(s);
+  }
+
+  // Step: NBD listeners.
+  ServerOptions so;
+  so.bind = o.tcp_enabled() ? o.bind : "";
+  so.port = o.port;
+  so.unix_path = o.unix_path;
+  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  so.io_threads = EnvInt("FTLD_IO_THREADS", int(std::max(1u, ncpu / 2)));
+  so.worker_threads = EnvInt("FTLD_WORKERS", int(std::max(2u, ncpu)));
+  auto server = std::make_unique<Server>(&exports, so);
+  if (absl::Status s = server->Listen(); !s.ok()) {
+    (void)pool.Close();
+    return Fail(s);
+  }
+
+  // Step: control socket.
+  DaemonContext ctx;
+  ctx.pool = &pool;
+  ctx.server = server.get();
+  ctx.exports = &exports;
+  ctx.backing = o.backing;
+  ctx.media = backing->media->Describe();
+  ctx.open_report = backing->report;
+  ctx.control_path = o.control;
+  ctx.read_only = o.read_only;
+  ControlDispatcher dispatcher;
+  RegisterCoreCommands(&dispatcher, &ctx);
+  auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
+  if (absl::Status s = control->Listen(o.control); !s.ok()) {
+    server.reset();
+    (void)pool.Close();
+    return Fail(s);
+  }
+
+  // Step: serve.
+  server->Start();
+  control->Start();
+  for (const Export& e : exports.List()) {
+    if (e.listed) {
+      log->info("export '{}': volume {} ({}){}", e.name, e.volume->name(),
+                util::FormatSize(e.volume->size_bytes()),
+                e.effective_read_only() ? ", read-only" : "");
+    }
+  }
+  if (!so.bind.empty()) {
+    log->info("ready: nbd://{}:{}/ (also /{})", so.bind, server->tcp_port(),
+              o.export_name.value_or(pool.PrimaryVolume()->name()));
+  } else {
+    log->info("ready: nbd+unix:///?socket={}", so.unix_path);
+  }
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return stop; });
+  }
+
+  // Shutdown steps.
+  control->Stop();
+  size_t left = server->Shutdown(kDrainTimeout);
+  if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);
+  server->Join();
+  control.reset();
+  log->info("writing checkpoint and closing the pool");
+  absl::Status closed = pool.Close();
+  server.reset();
+  if (!closed.ok()) {
+    log->error("closing the pool failed: {}", closed.ToString());
+    return 1;
+  }
+  log->info("clean shutdown");
+  return 0;
+}
+
+}  // namespace ftl::nbd

@@ -1,0 +1,146 @@
+#include "nbd/daemon_options.h"
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nbd/errors.h"
+#include "util/size_parse.h"
+
+namespace ftl::nbd {
+namespace {
+
+absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+}  // namespace
+
+std::string DefaultControlPath(const std::string& backing) {
+  std::string base = std::filesystem::path(backing).filename().string();
+  if (base.empty()) base = "ftld";
+  return absl::StrCat("/run/ftld/", base, ".sock");
+}
+
+absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& args) {
+  DaemonOptions o;
+  std::vector<std::string> positional;
+  bool control_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::optional<std::string> inline_value;
+    if (arg.starts_with("--") && arg.find('=') != std::string::npos) {
+      inline_value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+    }
+    auto value = [&]() -> absl::StatusOr<std::string> {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) return Bad(absl::StrCat(arg, " needs a value"));
+      return args[++i];
+    };
+    auto flag = [&](bool* out) -> absl::Status {
+      if (inline_value) return Bad(absl::StrCat(arg, " takes no value"));
+      *out = true;
+      return absl::OkStatus();
+    };
+    absl::Status st;
+    if (arg == "--size" || arg == "-s") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      auto n = util::ParseSize(*v);
+      if (!n.ok()) return Bad(absl::StrCat("--size: ", n.status().message()));
+      if (*n == 0) return Bad("--size must be greater than zero");
+      o.size = *n;
+    } else if (arg == "--format") {
+      st = flag(&o.format);
+    } else if (arg == "--force") {
+      st = flag(&o.force);
+    } else if (arg == "--bind" || arg == "-b") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      o.bind = *v;
+      o.bind_given = true;
+    } else if (arg == "--port" || arg == "-p") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t port = 0;
+      if (!absl::SimpleAtoi(*v, &port) || port > 65535) {
+        return Bad(absl::StrCat("--port: bad port '", *v, "'"));
+      }
+      o.port = uint16_t(port);
+      o.port_given = true;
+    } else if (arg == "--unix" || arg == "-k") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      o.unix_path = *v;
+    } else if (arg == "--export" || arg == "-x") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--export: the name must not be empty (\"\" is always exported)");
+      if (v->size() > 4096) return Bad("--export: name longer than 4096 bytes");
+      o.export_name = *v;
+    } else if (arg == "--read-only" || arg == "-r") {
+      st = flag(&o.read_only);
+    } else if (arg == "--control") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--control: empty path");
+      o.control = *v;
+      control_given = true;
+    } else if (arg == "--log-level") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+      bool known = false;
+      for (const char* l : kLevels) known |= *v == l;
+      if (!known) {
+        return Bad(absl::StrCat("--log-level: unknown level '", *v,
+                                "' (trace, debug, info, warn, error, critical, off)"));
+      }
+      o.log_level = *v;
+    } else if (arg == "--help" || arg == "-h") {
+      o.help = true;
+    } else if (arg == "--version" || arg == "-V") {
+      o.version = true;
+    } else if (arg == "--") {
+      for (++i; i < args.size(); ++i) positional.push_back(args[i]);
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return Bad(absl::StrCat("unknown option ", arg, " (see --help)"));
+    } else {
+      positional.push_back(arg);
+    }
+    if (!st.ok()) return st;
+  }
+  if (o.help || o.version) return o;
+  if (positional.empty()) return Bad("missing BACKING (a file or block device; see --help)");
+  if (positional.size() > 1) return Bad(absl::StrCat("unexpected argument '", positional[1], "'"));
+  o.backing = positional[0];
+  if (o.force && !o.format) return Bad("--force only makes sense with --format");
+  if (!control_given) o.control = DefaultControlPath(o.backing);
+  return o;
+}
+
+std::string DaemonUsage() {
+  return R"(usage: ftld [OPTIONS] BACKING
+
+Serve the ftld flash translation layer on BACKING (a file or block device)
+over NBD. Runs in the foreground and logs to stderr.
+
+  -s, --size SIZE      create a missing BACKING file of SIZE (K/M/G/T) and format it
+      --format         format an unformatted BACKING (destroys foreign data)
+      --force          with --format: also overwrite an existing ftld pool
+  -b, --bind ADDR      TCP address to listen on (default 127.0.0.1)
+  -p, --port N         TCP port (default 10809; 0 picks a free one)
+  -k, --unix PATH      listen on a Unix socket (TCP too only if --bind/--port given)
+  -x, --export NAME    export the primary volume as NAME (default: its volume
+                       name, "ftl0"); it is always exported as "" as well
+  -r, --read-only      refuse writes on every export
+      --control PATH   control socket (default /run/ftld/<BACKING basename>.sock)
+      --log-level L    trace, debug, info (default), warn, error, critical, off
+  -h, --help           this text
+  -V, --version        version
+
+SIGINT/SIGTERM: stop accepting, finish in-flight requests, checkpoint, exit 0.
+A second signal exits at once (the next start recovers from the log).
+)";
+}
+
+}  // namespace ftl::nbd

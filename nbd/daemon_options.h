@@ -1,0 +1,49 @@
+#pragma once
+// The ftld command line (the contract of issue 3):
+//   ftld [--size SIZE] [--format [--force]] [--bind ADDR] [--port N]
+//        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
+//        [--log-level LEVEL] BACKING
+// Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
+// -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
+// Parsing is pure (no file system access) so it is unit tested.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ftl::nbd {
+
+struct DaemonOptions {
+  std::string backing;
+  std::optional<uint64_t> size;  // create a missing BACKING with this size
+  bool format = false;
+  bool force = false;
+  std::string bind = "127.0.0.1";
+  bool bind_given = false;
+  uint16_t port = 10809;
+  bool port_given = false;
+  std::string unix_path;                   // also/instead listen here
+  std::optional<std::string> export_name;  // default: the primary volume's name
+  bool read_only = false;
+  std::string control;  // default: DefaultControlPath(backing)
+  std::string log_level = "info";
+  bool help = false;
+  bool version = false;
+
+  // TCP is off when only --unix was given.
+  bool tcp_enabled() const { return unix_path.empty() || bind_given || port_given; }
+};
+
+// InvalidArgument with a one-line message for anything wrong.
+absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& args);
+
+// /run/ftld/<basename of backing>.sock
+std::string DefaultControlPath(const std::string& backing);
+
+std::string DaemonUsage();
+inline constexpr const char* kFtldVersion = "0.1.0";
+
+}  // namespace ftl::nbd

@@ -1,0 +1,82 @@
+#pragma once
+// Phase 2 of a connection: option haggling. Parsing (Parse*) is separate
+// from execution (HandleOption); neither touches a socket, so both are unit
+// tested on bytes. The connection reads one option, calls HandleOption, sends
+// the reply bytes and acts on the outcome.
+//
+// Supported: EXPORT_NAME, ABORT, LIST, STARTTLS (refused: ERR_POLICY), INFO,
+// GO, STRUCTURED_REPLY, LIST_META_CONTEXT and SET_META_CONTEXT with
+// "base:allocation". Anything else gets ERR_UNSUP.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nbd/exports.h"
+#include "nbd/protocol.h"
+
+namespace ftl::nbd {
+
+// Option data longer than this is drained and answered ERR_TOO_BIG; longer
+// than kMaxDrainedOptionLength closes the connection.
+inline constexpr uint32_t kMaxOptionLength = 64 * 1024;
+inline constexpr uint32_t kMaxDrainedOptionLength = 16u << 20;
+
+struct OptionHeader {
+  uint32_t option = 0;
+  uint32_t length = 0;
+};
+// InvalidArgument if the magic is not IHAVEOPT (a framing violation).
+absl::StatusOr<OptionHeader> DecodeOptionHeader(std::span<const std::byte, kOptionHeaderSize> raw);
+
+// Payload of NBD_OPT_INFO / NBD_OPT_GO.
+struct InfoRequest {
+  std::string name;
+  std::vector<uint16_t> items;
+};
+absl::StatusOr<InfoRequest> ParseInfoRequest(std::span<const std::byte> data);
+
+// Payload of NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT.
+struct MetaContextRequest {
+  std::string name;
+  std::vector<std::string> queries;
+};
+absl::StatusOr<MetaContextRequest> ParseMetaContextRequest(std::span<const std::byte> data);
+
+// What haggling has agreed so far.
+struct Negotiation {
+  bool no_zeroes = false;
+  bool structured_replies = false;
+  bool base_allocation = false;           // selected by SET_META_CONTEXT
+  const Volume* meta_volume = nullptr;    // the export it was selected for
+  std::optional<Export> chosen;           // set when entering transmission
+};
+
+enum class OptionOutcome {
+  kContinue,      // read the next option
+  kTransmission,  // send the reply, then start the transmission phase
+  kClose,         // send the reply (if any), then close the connection
+};
+
+struct OptionResult {
+  std::vector<std::byte> reply;
+  OptionOutcome outcome = OptionOutcome::kContinue;
+  std::string error;  // non-empty: worth one log line
+};
+
+// Executes one option against `exports`, updating `*n`.
+OptionResult HandleOption(uint32_t option, std::span<const std::byte> data,
+                          const ExportTable& exports, Negotiation* n);
+
+// One fixed-newstyle option reply.
+void AppendOptionReply(std::vector<std::byte>* out, uint32_t option, uint32_t type,
+                       std::span<const std::byte> data = {});
+// An error reply carrying a human-readable message.
+void AppendOptionError(std::vector<std::byte>* out, uint32_t option, uint32_t type,
+                       std::string_view message);
+
+}  // namespace ftl::nbd

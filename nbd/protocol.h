@@ -1,0 +1,219 @@
+#pragma once
+// NBD wire format (NetworkBlockDevice/nbd doc/proto.md), fixed newstyle only.
+// Every integer on the wire is big-endian; encode and decode only through
+// the helpers below, never by casting structs.
+//
+// Grammar (C: client, S: server):
+//   greeting   S: "NBDMAGIC" u64 | "IHAVEOPT" u64 | handshake_flags u16
+//              C: client_flags u32
+//   option     C: "IHAVEOPT" u64 | option u32 | length u32 | data[length]
+//   opt reply  S: kOptReplyMagic u64 | option u32 | type u32 | length u32 |
+//                 data[length]
+//   export_name reply (NBD_OPT_EXPORT_NAME only)
+//              S: size u64 | transmission_flags u16 | zeroes[124] (unless
+//                 both sides set NO_ZEROES)
+//   request    C: kRequestMagic u32 | flags u16 | type u16 | cookie u64 |
+//                 offset u64 | length u32 | data[length] (WRITE only)
+//   simple     S: kSimpleReplyMagic u32 | error u32 | cookie u64 |
+//                 data[length] (successful READ only)
+//   chunk      S: kStructuredReplyMagic u32 | flags u16 | type u16 |
+//                 cookie u64 | length u32 | payload[length]
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ftl::nbd {
+
+inline constexpr uint64_t kNbdMagic = 0x4e42444d41474943;  // "NBDMAGIC"
+inline constexpr uint64_t kOptMagic = 0x49484156454F5054;  // "IHAVEOPT"
+inline constexpr uint64_t kOptReplyMagic = 0x3e889045565a9;
+inline constexpr uint32_t kRequestMagic = 0x25609513;
+inline constexpr uint32_t kSimpleReplyMagic = 0x67446698;
+inline constexpr uint32_t kStructuredReplyMagic = 0x668e33ef;
+
+inline constexpr size_t kGreetingSize = 18;
+inline constexpr size_t kOptionHeaderSize = 16;
+inline constexpr size_t kRequestSize = 28;
+inline constexpr size_t kSimpleReplySize = 16;
+inline constexpr size_t kChunkHeaderSize = 20;
+inline constexpr size_t kMaxString = 4096;
+
+// Handshake flags (server) and client flags.
+inline constexpr uint16_t kFlagFixedNewstyle = 1 << 0;
+inline constexpr uint16_t kFlagNoZeroes = 1 << 1;
+inline constexpr uint32_t kClientFixedNewstyle = 1 << 0;
+inline constexpr uint32_t kClientNoZeroes = 1 << 1;
+
+// Transmission flags.
+inline constexpr uint16_t kTxHasFlags = 1 << 0;
+inline constexpr uint16_t kTxReadOnly = 1 << 1;
+inline constexpr uint16_t kTxSendFlush = 1 << 2;
+inline constexpr uint16_t kTxSendFua = 1 << 3;
+inline constexpr uint16_t kTxRotational = 1 << 4;
+inline constexpr uint16_t kTxSendTrim = 1 << 5;
+inline constexpr uint16_t kTxSendWriteZeroes = 1 << 6;
+inline constexpr uint16_t kTxSendDf = 1 << 7;
+inline constexpr uint16_t kTxCanMultiConn = 1 << 8;
+inline constexpr uint16_t kTxSendCache = 1 << 10;
+inline constexpr uint16_t kTxSendFastZero = 1 << 11;
+
+// Options.
+inline constexpr uint32_t kOptExportName = 1;
+inline constexpr uint32_t kOptAbort = 2;
+inline constexpr uint32_t kOptList = 3;
+inline constexpr uint32_t kOptStartTls = 5;
+inline constexpr uint32_t kOptInfo = 6;
+inline constexpr uint32_t kOptGo = 7;
+inline constexpr uint32_t kOptStructuredReply = 8;
+inline constexpr uint32_t kOptListMetaContext = 9;
+inline constexpr uint32_t kOptSetMetaContext = 10;
+
+// Option reply types.
+inline constexpr uint32_t kRepAck = 1;
+inline constexpr uint32_t kRepServer = 2;
+inline constexpr uint32_t kRepInfo = 3;
+inline constexpr uint32_t kRepMetaContext = 4;
+inline constexpr uint32_t kRepErrUnsup = 0x80000000u | 1;
+inline constexpr uint32_t kRepErrPolicy = 0x80000000u | 2;
+inline constexpr uint32_t kRepErrInvalid = 0x80000000u | 3;
+inline constexpr uint32_t kRepErrPlatform = 0x80000000u | 4;
+inline constexpr uint32_t kRepErrTlsReqd = 0x80000000u | 5;
+inline constexpr uint32_t kRepErrUnknown = 0x80000000u | 6;
+inline constexpr uint32_t kRepErrShutdown = 0x80000000u | 7;
+inline constexpr uint32_t kRepErrBlockSizeReqd = 0x80000000u | 8;
+inline constexpr uint32_t kRepErrTooBig = 0x80000000u | 9;
+
+// NBD_INFO_* items inside NBD_REP_INFO.
+inline constexpr uint16_t kInfoExport = 0;
+inline constexpr uint16_t kInfoName = 1;
+inline constexpr uint16_t kInfoDescription = 2;
+inline constexpr uint16_t kInfoBlockSize = 3;
+
+// Commands and command flags.
+inline constexpr uint16_t kCmdRead = 0;
+inline constexpr uint16_t kCmdWrite = 1;
+inline constexpr uint16_t kCmdDisc = 2;
+inline constexpr uint16_t kCmdFlush = 3;
+inline constexpr uint16_t kCmdTrim = 4;
+inline constexpr uint16_t kCmdCache = 5;
+inline constexpr uint16_t kCmdWriteZeroes = 6;
+inline constexpr uint16_t kCmdBlockStatus = 7;
+
+inline constexpr uint16_t kCmdFlagFua = 1 << 0;
+inline constexpr uint16_t kCmdFlagNoHole = 1 << 1;
+inline constexpr uint16_t kCmdFlagDf = 1 << 2;
+inline constexpr uint16_t kCmdFlagReqOne = 1 << 3;
+inline constexpr uint16_t kCmdFlagFastZero = 1 << 4;
+
+// Structured replies.
+inline constexpr uint16_t kReplyFlagDone = 1 << 0;
+inline constexpr uint16_t kReplyTypeNone = 0;
+inline constexpr uint16_t kReplyTypeOffsetData = 1;
+inline constexpr uint16_t kReplyTypeOffsetHole = 2;
+inline constexpr uint16_t kReplyTypeBlockStatus = 5;
+inline constexpr uint16_t kReplyTypeError = (1 << 15) | 1;
+inline constexpr uint16_t kReplyTypeErrorOffset = (1 << 15) | 2;
+
+// base:allocation flags.
+inline constexpr uint32_t kStateHole = 1 << 0;
+inline constexpr uint32_t kStateZero = 1 << 1;
+inline constexpr std::string_view kBaseAllocation = "base:allocation";
+inline constexpr uint32_t kBaseAllocationId = 1;
+
+// Error values on the wire.
+inline constexpr uint32_t kEPerm = 1;
+inline constexpr uint32_t kEIo = 5;
+inline constexpr uint32_t kENoMem = 12;
+inline constexpr uint32_t kEInval = 22;
+inline constexpr uint32_t kENoSpc = 28;
+inline constexpr uint32_t kEOverflow = 75;
+inline constexpr uint32_t kENotSup = 95;
+inline constexpr uint32_t kEShutdown = 108;
+
+// Block size constraints advertised in NBD_INFO_BLOCK_SIZE and enforced.
+inline constexpr uint32_t kMinBlockSize = 512;
+inline constexpr uint32_t kPreferredBlockSize = 4096;
+inline constexpr uint32_t kMaxPayload = 32u << 20;
+
+// Big-endian helpers.
+inline void PutBe16(std::byte* p, uint16_t v) {
+  p[0] = std::byte(v >> 8);
+  p[1] = std::byte(v);
+}
+inline void PutBe32(std::byte* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = std::byte(v >> (24 - 8 * i));
+}
+inline void PutBe64(std::byte* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = std::byte(v >> (56 - 8 * i));
+}
+inline uint16_t GetBe16(const std::byte* p) {
+  return uint16_t(uint16_t(p[0]) << 8 | uint16_t(p[1]));
+}
+inline uint32_t GetBe32(const std::byte* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = v << 8 | uint32_t(p[i]);
+  return v;
+}
+inline uint64_t GetBe64(const std::byte* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | uint64_t(p[i]);
+  return v;
+}
+
+// Appends big-endian values to a byte vector.
+class BeWriter {
+ public:
+  explicit BeWriter(std::vector<std::byte>* out) : out_(out) {}
+  void U16(uint16_t v) { PutBe16(Grow(2), v); }
+  void U32(uint32_t v) { PutBe32(Grow(4), v); }
+  void U64(uint64_t v) { PutBe64(Grow(8), v); }
+  void Bytes(std::span<const std::byte> b) { out_->insert(out_->end(), b.begin(), b.end()); }
+  void Str(std::string_view s) { Bytes(std::as_bytes(std::span(s.data(), s.size()))); }
+  void Zeroes(size_t n) { out_->resize(out_->size() + n); }
+
+ private:
+  std::byte* Grow(size_t n) {
+    out_->resize(out_->size() + n);
+    return out_->data() + out_->size() - n;
+  }
+  std::vector<std::byte>* out_;
+};
+
+// Reads big-endian values; a read past the end sets a sticky failure and
+// yields zeros, so callers check ok() once after decoding.
+class BeReader {
+ public:
+  explicit BeReader(std::span<const std::byte> in) : in_(in) {}
+  uint16_t U16() { return Take(2) ? GetBe16(&in_[pos_ - 2]) : 0; }
+  uint32_t U32() { return Take(4) ? GetBe32(&in_[pos_ - 4]) : 0; }
+  uint64_t U64() { return Take(8) ? GetBe64(&in_[pos_ - 8]) : 0; }
+  std::string Str(size_t n) {
+    if (!Take(n)) return {};
+    return std::string(reinterpret_cast<const char*>(&in_[pos_ - n]), n);
+  }
+  bool ok() const { return ok_; }
+  size_t remaining() const { return ok_ ? in_.size() - pos_ : 0; }
+
+ private:
+  bool Take(size_t n) {
+    if (!ok_ || in_.size() - pos_ < n) {
+      ok_ = false;
+      return false;
+    }
+    pos_ += n;
+    return true;
+  }
+  std::span<const std::byte> in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+// Names for logs: "READ", "NBD_OPT_GO", ...
+std::string CommandName(uint16_t type);
+std::string OptionName(uint32_t option);
+
+}  // namespace ftl::nbd

@@ -1,0 +1,91 @@
+#pragma once
+// Server: accepts NBD clients on TCP and/or a Unix socket and runs one
+// Connection per client. Owns the io_context threads (network side) and the
+// worker pool that runs blocking Volume calls (DESIGN.md §4). The control
+// server shares the io_context and the workers.
+// Thread-safety: Listen/Start/Shutdown/Join from one thread (the daemon's
+// main thread); Connections/Counters from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "nbd/asio.h"
+#include "nbd/connection.h"
+#include "nbd/exports.h"
+
+namespace ftl::nbd {
+
+struct ServerOptions {
+  // TCP listener; no TCP when bind is empty.
+  std::string bind = "127.0.0.1";
+  uint16_t port = 10809;  // 0: any free port (see tcp_port())
+  // Unix socket listener; none when empty.
+  std::string unix_path;
+  int io_threads = 2;
+  int worker_threads = 4;
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(30)};
+};
+
+class Server {
+ public:
+  Server(const ExportTable* exports, ServerOptions options);
+  ~Server();  // Shutdown() and Join() if still running
+
+  // Binds the listeners. Errors name the address ("127.0.0.1:10809: Address
+  // already in use").
+  absl::Status Listen();
+  // The bound TCP port (useful with port 0).
+  uint16_t tcp_port() const { return tcp_port_; }
+  // Starts accepting and the io threads.
+  void Start();
+  // Stops accepting and asks every connection to finish its in-flight
+  // requests; waits until all closed or `timeout` passed. Returns the number
+  // of connections still open.
+  size_t Shutdown(std::chrono::milliseconds timeout);
+  // Stops the io threads and workers and joins them.
+  void Join();
+
+  asio::io_context& io_context() { return io_; }
+  asio::thread_pool& workers() { return workers_; }
+  std::vector<ConnectionInfo> Connections() const;
+  const ServerCounters& counters() const { return counters_; }
+  const ServerOptions& options() const { return options_; }
+
+ private:
+  template <typename Acceptor>
+  asio::awaitable<void> AcceptLoop(Acceptor& acceptor);
+  static asio::awaitable<void> RunConnection(Server* server, std::shared_ptr<Connection> c,
+                                             uint64_t id);
+  void Unregister(uint64_t id);
+
+  const ExportTable* exports_;
+  ServerOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  asio::io_context io_;
+  asio::thread_pool workers_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::optional<asio::ip::tcp::acceptor> tcp_;
+  std::optional<asio::local::stream_protocol::acceptor> unix_;
+  uint16_t tcp_port_ = 0;
+  std::vector<std::thread> threads_;
+  ServerCounters counters_;
+  bool joined_ = false;
+
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, std::weak_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+}  // namespace ftl::nbd
