@@ -84,8 +84,13 @@ absl::StatusOr<Json> Checkpoint(const DaemonContext& ctx) {
 
 absl::StatusOr<Json> Gc(const DaemonContext& ctx, const Json& request) {
   PoolStats before = ctx.pool->Stats();
-  // Default: reclaim everything reclaimable.
-  auto min_free = U64Arg(request, "min_free_segments", before.segments_total);
+  // Default: as many free segments as the live data allows (it needs its
+  // segments plus the two open ones), so the target is reachable.
+  const Geometry& g = ctx.pool->geometry();
+  uint64_t seg_bytes = std::max<uint64_t>(1, uint64_t(g.segment_blocks) * g.block_size);
+  uint64_t needed = (before.live_bytes + seg_bytes - 1) / seg_bytes + 2;
+  uint64_t reachable = before.segments_total > needed ? before.segments_total - needed : 0;
+  auto min_free = U64Arg(request, "min_free_segments", reachable);
   if (!min_free.ok()) return min_free.status();
   auto start = std::chrono::steady_clock::now();
   auto cleaned = ctx.pool->RunCleaner(uint32_t(std::min<uint64_t>(*min_free, UINT32_MAX)));
