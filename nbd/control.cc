@@ -209,6 +209,20 @@ asio::awaitable<void> ControlServer::Session(ControlServer* server,
       std::string reply = ErrorReply("request line too long", nullptr, "INVALID_ARGUMENT") + "\n";
       server->log_->warn("control request longer than {} bytes; closing", kMaxControlLine);
       co_await asio::async_write(socket, asio::buffer(reply), token);
+      // Swallow the rest for a while so closing does not reset the
+      // connection before the client has read the reply.
+      socket.shutdown(asio::socket_base::shutdown_send, ec);
+      asio::steady_timer limit(socket.get_executor(), std::chrono::seconds(5));
+      limit.async_wait([&socket](error_code e) {
+        if (!e) socket.close(e);
+      });
+      std::vector<char> sink(64 * 1024);
+      for (size_t total = 0; total < 64 * kMaxControlLine;) {
+        size_t got = co_await socket.async_read_some(asio::buffer(sink), token);
+        if (ec) break;
+        total += got;
+      }
+      limit.cancel();
       co_return;
     }
     if (ec) co_return;  // client closed (a partial last line is dropped)
