@@ -23,7 +23,7 @@ std::string ErrorReply(std::string_view message, const Json* id = nullptr,
   Json reply = {{"ok", false}, {"error", message}};
   if (!code.empty()) reply["code"] = code;
   if (id != nullptr) reply["id"] = *id;
-  return reply.dump();
+  return reply.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // True if something accepts connections on the Unix socket `path`.
