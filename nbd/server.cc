@@ -141,11 +141,11 @@ size_t Server::Shutdown(std::chrono::milliseconds timeout) {
   asio::post(io_, [this] {
     error_code ec;
     if (tcp_) tcp_->close(ec);
-    if (unix_) {
-      unix_->close(ec);
-      ::unlink(options_.unix_path.c_str());
-    }
+    if (unix_) unix_->close(ec);
   });
+  // Unlinked here, not in the posted close: Join may stop the io_context
+  // before that runs.
+  if (unix_) ::unlink(options_.unix_path.c_str());
   if (!live.empty()) log_->info("waiting for {} client(s) to finish", live.size());
   for (auto& c : live) c->Stop();
   live.clear();
