@@ -264,7 +264,7 @@ def test_fio_randwrite_verify(env):
     r = env.run(["fio", "--name=verify", "--ioengine=nbd", f"--uri={d.uri()}",
                  "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=128M",
                  "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
-                 "--output-format=json"], timeout=600)
+                 "--verify_state_save=0", "--output-format=json"], timeout=600, cwd=env.tmp)
     out = json.loads(r.stdout[r.stdout.index("{"):])
     job = out["jobs"][0]
     assert job["error"] == 0, job
@@ -274,7 +274,7 @@ def test_fio_randwrite_verify(env):
     r = env.run(["fio", "--name=mixed", "--ioengine=nbd", f"--uri={d.uri()}",
                  "--rw=randwrite", "--bsrange=512-256k", "--iodepth=16", "--size=64M",
                  "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
-                 "--output-format=json"], timeout=600)
+                 "--verify_state_save=0", "--output-format=json"], timeout=600, cwd=env.tmp)
     assert json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]["error"] == 0
     assert d.stop() == 0
 
