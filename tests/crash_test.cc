@@ -86,13 +86,16 @@ class Model {
   std::vector<Unit> pending_;
 };
 
-// Splits a write the way the engine does: whole-block chunks of the atomic
-// size starting at the first block touched.
+// The engine's atomic units for a write: the whole request if it covers at
+// most the atomic size in blocks; otherwise (a large write, split and cut at
+// segment boundaries) each 4 KiB block on its own, in order.
 void AddWriteUnits(Model& m, uint64_t off, const std::vector<std::byte>& data, uint64_t atomic) {
   uint64_t b0 = off / kBlockSize * kBlockSize;
   uint64_t end = off + data.size();
-  for (uint64_t c = b0; c < end; c += atomic) {
-    uint64_t lo = std::max(c, off), hi = std::min(c + atomic, end);
+  uint64_t b1 = (end + kBlockSize - 1) / kBlockSize * kBlockSize;
+  uint64_t unit = b1 - b0 <= atomic ? b1 - b0 : kBlockSize;
+  for (uint64_t c = b0; c < end; c += unit) {
+    uint64_t lo = std::max(c, off), hi = std::min(c + unit, end);
     Unit u{lo, hi - lo, std::vector<std::byte>(data.begin() + long(lo - off), data.begin() + long(hi - off))};
     m.Add(std::move(u));
   }

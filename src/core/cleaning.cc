@@ -136,6 +136,7 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     }
     auto* r = new Request;
     r->stream = log::Stream::kRelocation;
+    r->splittable = true;  // each block's relocation stands alone
     ReqOp op;
     op.type = log::OpType::kReloc;
     op.count = Bno(n);

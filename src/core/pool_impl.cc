@@ -323,6 +323,7 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
     so.start_block = !reused && si.state == log::SegmentState::kOpen ? si.write_ptr : 0;
     so.uuid = sb_.uuid;
     so.min_seq = from_seq;
+    so.resync_after_damage = true;
     auto scan = log::ScanSegment(so, read);
     for (auto& r : scan.records) found.push_back({std::move(r), s});
   }

@@ -51,6 +51,9 @@ struct Request {
   log::Stream stream = log::Stream::kUser;
   std::vector<ReqOp> ops;
   bool fua = false;
+  // A part of a write larger than the atomic size: the writer may cut it at
+  // a segment boundary (it was never atomic as a whole).
+  bool splittable = false;
   std::function<void(absl::Status)> done;
   uint32_t data_blocks() const;
   size_t payload_bytes() const;
@@ -158,6 +161,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   bool EnsureRoom(log::Stream stream, uint32_t blocks);
   absl::Status DoCheckpoint();  // writer thread or after it stopped
   void FailRequests(std::vector<Request*>& batch, const absl::Status& s);
+  // Cuts a splittable single-write request to the largest head of n blocks
+  // for which fits(n) holds; returns the tail (nullptr if it cannot be cut).
+  static Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits);
 
   std::shared_ptr<Media> media_;
   Geometry geo_;

@@ -154,6 +154,7 @@ void VolumeImpl::SubmitBlocks(Bno first, Bno n, const std::byte* data, bool fua,
     Bno len = std::min(chunk, n - at);
     auto* r = new Request;
     r->fua = fua;
+    r->splittable = parts > 1;
     ReqOp op;
     op.type = log::OpType::kWrite;
     op.vol = id_;

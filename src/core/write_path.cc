@@ -34,6 +34,59 @@ void PoolImpl::Submit(Request* r) {
   delete r;
 }
 
+Request* PoolImpl::SplitToFit(Request* r, const std::function<bool(Bno)>& fits) {
+  if (!r->splittable || r->ops.size() != 1) return nullptr;
+  ReqOp& op = r->ops[0];
+  if (op.type == log::OpType::kTrim) return nullptr;
+  Bno head = 0;
+  for (Bno n = op.count - 1; n > 0; --n) {
+    if (fits(n)) {
+      head = n;
+      break;
+    }
+  }
+  if (head == 0) return nullptr;
+  auto* tail = new Request;
+  tail->stream = r->stream;
+  tail->fua = r->fua;
+  tail->splittable = true;
+  ReqOp t;
+  t.type = op.type;
+  t.vol = op.vol;
+  t.lba = op.lba + head;
+  t.count = op.count - head;
+  t.data = op.data + size_t(head) * kBlockSize;
+  if (op.type == log::OpType::kWrite) {
+    t.csum.assign(op.csum.begin() + head, op.csum.end());
+    op.csum.resize(head);
+  } else {
+    t.reloc.assign(op.reloc.begin() + head, op.reloc.end());
+    op.reloc.resize(head);
+  }
+  tail->ops.push_back(std::move(t));
+  op.count = head;
+  // Both parts report to the original callback once.
+  struct Both {
+    std::function<void(absl::Status)> done;
+    absl::Mutex mu;
+    int left = 2;
+    absl::Status first;
+  };
+  auto both = std::make_shared<Both>();
+  both->done = std::move(r->done);
+  auto finish = [both](absl::Status s) {
+    {
+      absl::MutexLock l(&both->mu);
+      if (!s.ok() && both->first.ok()) both->first = s;
+      if (--both->left > 0) return;
+    }
+    both->done(both->first);
+  };
+  r->done = finish;
+  tail->done = finish;
+  return tail;
+}
+
 void PoolImpl::FailRequests(std::vector<Request*>& batch, const absl::Status& s) {
   for (Request* r : batch) {
     r->done(s);
@@ -103,7 +156,7 @@ void PoolImpl::WriterLoop() {
         stopping = true;
       }
       if (q) {
-        const uint32_t max_batch = std::min(kMaxBatchBlocks, geo_.segment_blocks / 2);
+        const uint32_t max_batch = std::min(kMaxBatchBlocks, geo_.segment_blocks - 1);
         uint32_t blocks = 0;
         size_t payload = 0;
         while (!q->empty()) {
@@ -147,6 +200,27 @@ void PoolImpl::WriterLoop() {
         return fit;
       };
       size_t fit = fitting();
+      if (fit < batch.size() && open_seg_[si] != UINT32_MAX) {
+        // Fill the segment's tail with the head of a splittable request,
+        // in the same record as the requests that fit.
+        uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
+        uint32_t data = 0;
+        size_t payload = 0;
+        for (size_t i = 0; i < fit; ++i) {
+          data += batch[i]->data_blocks();
+          payload += batch[i]->payload_bytes();
+        }
+        const bool reloc = batch[fit]->ops[0].type == log::OpType::kReloc;
+        auto fits = [&](Bno n) {
+          size_t p = payload + (reloc ? 5 + 28 * size_t(n) : 13 + 8 * size_t(n));
+          return data + n + log::HeaderBlocksFor(p) <= room &&
+                 log::HeaderBlocksFor(p) <= log::kMaxHeaderBlocks;
+        };
+        if (Request* tail = SplitToFit(batch[fit], fits)) {
+          batch.insert(batch.begin() + long(fit) + 1, tail);
+          ++fit;
+        }
+      }
       if (fit == 0) {
         if (!EnsureRoom(stream, need(batch, 1))) {
           bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
@@ -155,8 +229,11 @@ void PoolImpl::WriterLoop() {
             absl::MutexLock l(&queue_mu_);
             closing = stop_;
           }
-          if (stream == log::Stream::kRelocation || !reclaimable || closing) {
-            FailRequests(batch, absl::ResourceExhaustedError("no free space on the device"));
+          bool halted = cleaner_ && cleaner_->state() == "halted";
+          if (stream == log::Stream::kRelocation || !reclaimable || closing || halted) {
+            FailRequests(batch, absl::ResourceExhaustedError(
+                                    halted ? "no free space on the device (cleaner halted)"
+                                           : "no free space on the device"));
           } else {
             absl::MutexLock l(&queue_mu_);
             for (auto it = batch.rbegin(); it != batch.rend(); ++it) user_q_.push_front(*it);

@@ -5,6 +5,10 @@
 #include "util/logging.h"
 
 namespace ftl::gc {
+namespace {
+// Cleanings in a row that may pass without a new high of free segments.
+constexpr uint32_t kNoProgressLimit = 64;
+}  // namespace
 
 Cleaner::Cleaner(CleanerHost* host, CleanerOptions opts) : host_(host), opts_(opts) {}
 
@@ -67,12 +71,21 @@ absl::StatusOr<bool> Cleaner::CleanOne() {
 
 absl::StatusOr<uint32_t> Cleaner::RunUntil(uint32_t min_free) {
   absl::MutexLock run(&run_mu_);
-  uint32_t n = 0;
+  uint32_t n = 0, best = host_->FreeSegments(), since_best = 0;
   while (host_->FreeSegments() < min_free) {
     absl::StatusOr<bool> r = CleanOne();
     if (!r.ok()) return r.status();
     if (!*r) break;
     ++n;
+    // Stop when cleaning stops adding free segments (everything left is
+    // live data).
+    uint32_t now = host_->FreeSegments();
+    if (now > best) {
+      best = now;
+      since_best = 0;
+    } else if (++since_best >= kNoProgressLimit) {
+      break;
+    }
   }
   return n;
 }

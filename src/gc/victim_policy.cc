@@ -12,7 +12,8 @@ VictimChoice PickVictim(const VictimInput& in) {
   VictimChoice out;
   double best = -1, best_blocked = -1;
   for (const SegmentView& s : in.full) {
-    if (s.live >= in.segment_blocks) continue;
+    // Cleaning must free more than the relocation's own header costs.
+    if (s.live + 2 > in.segment_blocks) continue;
     out.reclaimable = true;
     uint64_t age = in.now_seq > s.sealed_seq ? in.now_seq - s.sealed_seq : 0;
     double score = s.live == 0 ? 1e300 : CostBenefit(s.live, in.segment_blocks, age);

@@ -23,6 +23,10 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     uint16_t hb = PeekHeaderBlocks(buf);
     if (hb == 0 || hb > kMaxHeaderBlocks || pos + hb > opts.segment_blocks) {
       scan.stop_reason = "no record";
+      if (opts.resync_after_damage && scan.damaged > 0) {
+        ++pos;  // still searching past a damaged record
+        continue;
+      }
       break;
     }
     if (hb > 1) {
@@ -35,11 +39,20 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     auto h = DecodeRecordHeader(buf);
     if (!h.ok()) {
       scan.stop_reason = "checksum";
+      if (opts.resync_after_damage) {
+        ++scan.damaged;
+        ++pos;  // look for the next valid header
+        continue;
+      }
       break;
     }
     if (h->uuid != opts.uuid || h->seq < opts.min_seq || h->seq <= last_seq ||
         pos + hb + h->data_blocks > opts.segment_blocks) {
       scan.stop_reason = "sequence";
+      if (opts.resync_after_damage && scan.damaged > 0) {
+        ++pos;
+        continue;
+      }
       break;
     }
     ParsedRecord rec;
@@ -71,6 +84,10 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     scan.end_block = pos;
     if (!ok) {
       scan.stop_reason = "data checksum";
+      if (opts.resync_after_damage) {
+        ++scan.damaged;
+        continue;  // the header was valid: the next record follows it
+      }
       break;
     }
   }

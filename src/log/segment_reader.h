@@ -30,6 +30,8 @@ struct SegmentScan {
   // Why the scan stopped: "end" (segment full), "no record", "checksum",
   // "sequence", "data checksum" or "read error".
   std::string stop_reason;
+  // Damaged records were skipped (resync_after_damage only).
+  uint32_t damaged = 0;
 };
 
 struct ScanOptions {
@@ -38,6 +40,10 @@ struct ScanOptions {
   Uuid uuid{};
   uint64_t min_seq = 0;       // records below this seq end the scan
   bool verify_data = true;    // read data blocks and check checksums
+  // After a record whose header or data fails its checksum, keep looking
+  // for later valid records in the segment (recovery needs them to tell a
+  // torn tail from a damaged durable record). Without it the scan stops.
+  bool resync_after_damage = false;
 };
 
 // Stops at the first block that is not a valid record, at a record whose seq

@@ -1,0 +1,218 @@
+// ExtentTree and VbaTable: mapping semantics against a reference model,
+// copy-on-write sharing (a shared tree never changes when another changes),
+// path copying cost, and exact VBA / node refcounts.
+
+#include "map/extent_tree.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "log/segment_table.h"
+#include "map/vba_table.h"
+
+namespace ftl::map {
+namespace {
+
+constexpr Bno kSpace = 1 << 16;
+
+struct Fixture {
+  log::SegmentTable segs{64, 4096};
+  VbaTable vbas{&segs, 1 << 20};
+  TreeContext ctx{&vbas};
+  // Allocates n fresh VBAs (contiguous or not) the way the writer does.
+  std::vector<Bno> Fresh(Bno n) {
+    std::vector<std::pair<Bno, Bno>> runs;
+    vbas.Allocate(n, &runs);
+    std::vector<Bno> out;
+    for (auto [s, l] : runs)
+      for (Bno k = 0; k < l; ++k) out.push_back(s + k);
+    return out;
+  }
+};
+
+using Model = std::vector<Bno>;  // lba -> vba or kNoBlock
+
+Model Dump(const ExtentTree& t) {
+  Model m(kSpace, kNoBlock);
+  t.ForEach([&](const Extent& e) {
+    for (Bno k = 0; k < e.len; ++k) m[e.lba + k] = e.vba + k;
+  });
+  return m;
+}
+
+// Counts references the way the refcounts should: each distinct node once.
+void ExpectRefcountsExact(const Fixture& f, const std::vector<const ExtentTree*>& trees) {
+  std::unordered_map<const Node*, uint32_t> node_refs;
+  std::vector<const Node*> stack;
+  for (const ExtentTree* t : trees)
+    if (t->root() && node_refs[t->root()]++ == 0) stack.push_back(t->root());
+  std::vector<uint32_t> vba_refs(f.vbas.size(), 0);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n->leaf) {
+      const auto* l = static_cast<const Leaf*>(n);
+      for (int i = 0; i < l->count; ++i)
+        for (Bno k = 0; k < l->e[i].len; ++k) ++vba_refs[l->e[i].vba + k];
+    } else {
+      const auto* in = static_cast<const Inner*>(n);
+      for (int i = 0; i < in->count; ++i)
+        if (node_refs[in->kid[i]]++ == 0) stack.push_back(in->kid[i]);
+    }
+  }
+  for (const auto& [n, r] : node_refs) ASSERT_EQ(n->refs, r);
+  for (Bno v = 0; v < f.vbas.size(); ++v) ASSERT_EQ(f.vbas.Get(v).refs, vba_refs[v]) << "vba " << v;
+  EXPECT_EQ(f.ctx.leaves + f.ctx.inners, node_refs.size());
+}
+
+TEST(ExtentTree, AssignLookupMergeAndUnmap) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  auto v = f.Fresh(100);
+  t.Assign(10, 50, v[0]);
+  t.Assign(60, 50, v[50]);  // continues both runs: merges into one extent
+  EXPECT_EQ(t.extent_count(), 1u);
+  EXPECT_EQ(t.mapped_blocks(), 100u);
+  std::vector<Extent> out;
+  t.Lookup(0, 200, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], (Extent{10, 100, v[0]}));
+  t.Assign(30, 10, kNoBlock);  // punch a hole
+  EXPECT_EQ(t.LookupOne(29), v[19]);
+  EXPECT_EQ(t.LookupOne(30), kNoBlock);
+  EXPECT_EQ(t.LookupOne(40), v[30]);
+  EXPECT_EQ(t.mapped_blocks(), 90u);
+  EXPECT_EQ(f.vbas.Get(v[20]).refs, 0u);  // unmapped VBAs are freed
+  EXPECT_EQ(f.vbas.Get(v[30]).refs, 1u);
+  ExpectRefcountsExact(f, {&t});
+}
+
+TEST(ExtentTree, ReassigningOwnVbaKeepsIt) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  auto v = f.Fresh(4);
+  t.Assign(0, 4, v[0]);
+  f.vbas.SetPba(v[1], 7);
+  t.Assign(1, 1, v[1]);
+  EXPECT_EQ(f.vbas.Get(v[1]).refs, 1u);
+  EXPECT_EQ(f.vbas.Get(v[1]).pba, 7u);
+}
+
+TEST(ExtentTree, SequentialWritesStayOneExtentAndSmall) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  for (Bno lba = 0; lba < 60000; lba += 256) t.Assign(lba, 256, f.Fresh(256)[0]);
+  EXPECT_EQ(t.extent_count(), 1u);
+  EXPECT_EQ(f.ctx.leaves + f.ctx.inners, 1u);
+}
+
+TEST(ExtentTree, RandomOpsMatchModelAndSnapshotsNeverChange) {
+  Fixture f;
+  std::mt19937_64 rng(7);
+  ExtentTree live(&f.ctx);
+  Model model(kSpace, kNoBlock);
+  std::vector<std::pair<ExtentTree, Model>> snaps;
+  for (int op = 0; op < 20000; ++op) {
+    Bno lba = Bno(rng() % kSpace);
+    Bno len = Bno(1 + rng() % (rng() % 8 == 0 ? 2000 : 8));
+    len = std::min(len, kSpace - lba);
+    if (rng() % 5 == 0) {
+      live.Assign(lba, len, kNoBlock);
+      for (Bno k = 0; k < len; ++k) model[lba + k] = kNoBlock;
+    } else {
+      auto vbas = f.Fresh(len);
+      // Fresh() may return several runs; assign run by run.
+      for (Bno k = 0; k < len;) {
+        Bno j = k + 1;
+        while (j < len && vbas[j] == vbas[j - 1] + 1) ++j;
+        live.Assign(lba + k, j - k, vbas[k]);
+        for (Bno x = k; x < j; ++x) model[lba + x] = vbas[x];
+        k = j;
+      }
+    }
+    if (op % 2000 == 0) snaps.emplace_back(live.Share(), model);
+    if (op % 5000 == 4999 && !snaps.empty()) snaps.erase(snaps.begin());  // delete a snapshot
+    if (op % 997 == 0) {
+      ASSERT_EQ(Dump(live), model) << "op " << op;
+      for (auto& [t, m] : snaps) ASSERT_EQ(Dump(t), m) << "snapshot changed at op " << op;
+      std::vector<const ExtentTree*> all{&live};
+      for (auto& s : snaps) all.push_back(&s.first);
+      ExpectRefcountsExact(f, all);
+    }
+  }
+  // Range lookups agree with point lookups.
+  for (int i = 0; i < 200; ++i) {
+    Bno lba = Bno(rng() % kSpace), len = std::min<Bno>(Bno(1 + rng() % 3000), kSpace - lba);
+    std::vector<Extent> out;
+    live.Lookup(lba, len, &out);
+    Model got(len, kNoBlock);
+    Bno prev_end = lba;
+    for (const Extent& e : out) {
+      ASSERT_GE(e.lba, prev_end);
+      prev_end = e.end();
+      for (Bno k = 0; k < e.len; ++k) got[e.lba - lba + k] = e.vba + k;
+    }
+    ASSERT_EQ(got, Model(model.begin() + lba, model.begin() + lba + len));
+  }
+  snaps.clear();
+  live.Assign(0, kSpace, kNoBlock);
+  EXPECT_EQ(live.mapped_blocks(), 0u);
+  EXPECT_EQ(f.vbas.live_vbas(), 0u);
+  EXPECT_EQ(f.ctx.leaves + f.ctx.inners, 0u);
+}
+
+TEST(ExtentTree, ShareIsConstantTimeAndWriteCopiesOnlyOnePath) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  for (Bno lba = 0; lba < 50000; lba += 2) t.Assign(lba, 1, f.Fresh(1)[0]);
+  uint64_t nodes = f.ctx.leaves + f.ctx.inners;
+  ASSERT_GT(nodes, 100u);
+  ExtentTree snap = t.Share();
+  EXPECT_EQ(f.ctx.leaves + f.ctx.inners, nodes);  // no copy on share
+  EXPECT_FALSE(t.Exclusive(100));
+  t.Assign(100, 1, f.Fresh(1)[0]);
+  // One leaf and its ancestors were copied: tree height is at most 3 here.
+  uint64_t copied = f.ctx.leaves + f.ctx.inners - nodes;
+  EXPECT_GE(copied, 2u);
+  EXPECT_LE(copied, 3u);
+  EXPECT_TRUE(t.Exclusive(100));
+  EXPECT_FALSE(t.Exclusive(40000));  // elsewhere still shared
+  ExpectRefcountsExact(f, {&t, &snap});
+}
+
+TEST(VbaTable, AllocateFreeAndClaim) {
+  log::SegmentTable segs(4, 64);
+  VbaTable v(&segs, 1000);
+  std::vector<std::pair<Bno, Bno>> runs;
+  v.Allocate(10, &runs);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0], (std::pair<Bno, Bno>{0, 10}));
+  v.Incref(0, 10);
+  v.SetPba(3, 100);
+  EXPECT_TRUE(segs.IsValid(100));
+  EXPECT_EQ(segs.at(1).live, 1u);
+  v.Decref(3, 1);  // freed: its block is no longer live
+  EXPECT_FALSE(segs.IsValid(100));
+  EXPECT_EQ(segs.at(1).live, 0u);
+  runs.clear();
+  v.Allocate(1, &runs);
+  EXPECT_EQ(runs[0].first, 3u);  // single blocks reuse freed VBAs
+  v.Claim(20);                   // replay names a VBA beyond the table
+  EXPECT_GE(v.size(), 21u);
+  runs.clear();
+  v.Allocate(1, &runs);
+  EXPECT_EQ(runs[0].first, 10u);  // the gap below the claimed VBA is free
+  v.Incref(3, 1);
+  v.SetPba(3, 5);
+  EXPECT_FALSE(v.CompareAndSetPba(3, 6, 7));  // lost race
+  EXPECT_TRUE(v.CompareAndSetPba(3, 5, 7));
+  EXPECT_FALSE(segs.IsValid(5));
+  EXPECT_TRUE(segs.IsValid(7));
+}
+
+}  // namespace
+}  // namespace ftl::map
