@@ -80,6 +80,7 @@ struct CheckReport {
   uint64_t live_vbas = 0;
   uint64_t live_blocks = 0;
   uint64_t blocks_verified = 0;  // data blocks read and checksummed
+  uint64_t records = 0;          // record headers verified
 };
 
 // Result of BlockStatus: consecutive extents covering the asked range.

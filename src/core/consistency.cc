@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "core/aligned_buffer.h"
 #include "core/pool_impl.h"
+#include "log/segment_reader.h"
 #include "util/checksum.h"
 
 namespace ftl::core {
@@ -109,6 +110,23 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
   if (open > 2) problem(absl::StrFormat("%d segments open (at most 2 streams)", open));
   if (segs.live_blocks() != rep.live_blocks) problem("total live count disagrees with segments");
   if (verify_data) {
+    // Every record header in the used part of every segment must verify.
+    for (uint32_t seg = 0; seg < segs.count(); ++seg) {
+      const auto& si = segs.at(seg);
+      if (si.state == log::SegmentState::kFree || si.write_ptr == 0) continue;
+      log::ScanOptions so;
+      so.segment_blocks = si.write_ptr;
+      so.uuid = sb_.uuid;
+      so.verify_data = false;
+      so.resync_after_damage = true;
+      Bno first = segs.FirstBlock(seg);
+      log::SegmentScan scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
+        return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
+      });
+      rep.records += scan.records.size();
+      if (scan.damaged > 0)
+        problem(absl::StrFormat("segment %d: %d damaged record header(s)", seg, scan.damaged));
+    }
     AlignedBuffer buf(kBlockSize);
     for (const auto& [pba, v] : seen_pba) {
       absl::Status s = media_->Read(MediaOffset(pba), buf.span());
