@@ -242,11 +242,16 @@ asio::awaitable<void> Connection::Serve() {
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   std::array<std::byte, kRequestSize> raw;
   for (;;) {
+    if (inflight_ >= kMaxInflightRequests || inflight_bytes_ >= kMaxInflightBytes)
+      SubmitPendingWrites();
     while (!stopping_ && !closed_ &&
            (inflight_ >= kMaxInflightRequests || inflight_bytes_ >= kMaxInflightBytes)) {
       co_await WaitForWake();
     }
     if (stopping_ || closed_) break;
+    // Keep collecting writes only while the next request is already here.
+    if (pending_writes_.size() >= kMaxPendingWrites || SocketAvailable() < kRequestSize)
+      SubmitPendingWrites();
     reading_header_ = true;
     size_t got = co_await asio::async_read(socket_, asio::buffer(raw), token);
     reading_header_ = false;
@@ -284,6 +289,7 @@ asio::awaitable<void> Connection::Serve() {
         }
       } else {
         payload = AllocateBuffer(r.length);
+        if (SocketAvailable() < r.length) SubmitPendingWrites();
         got = co_await asio::async_read(socket_, asio::buffer(payload.get(), r.length), token);
         if (ec) {
           env_.log->warn("{}: vanished inside a {} payload ({} of {} bytes)", Prefix(),
@@ -308,22 +314,53 @@ asio::awaitable<void> Connection::Serve() {
     }
     Dispatch(r, std::move(payload));
   }
+  SubmitPendingWrites();
+}
+
+size_t Connection::SocketAvailable() {
+  error_code ec;
+  size_t n = socket_.available(ec);
+  return ec ? 0 : n;
+}
+
+void Connection::SubmitPendingWrites() {
+  if (pending_writes_.empty()) return;
+  std::vector<Volume::AsyncWrite> batch;
+  batch.swap(pending_writes_);
+  volume_->WriteAsyncBatch(std::move(batch));
 }
 
 void Connection::Dispatch(const Request& r, std::shared_ptr<std::byte[]> payload) {
+  // Writes may wait in pending_writes_; anything else goes after them.
+  if (r.type != kCmdWrite) SubmitPendingWrites();
   auto self = shared_from_this();
   auto strand = socket_.get_executor();
   Volume* v = volume_;
   switch (r.type) {
     case kCmdWrite: {
       auto data = std::span<const std::byte>(payload.get(), r.length);
-      v->WriteAsync(r.offset, data, (r.flags & kCmdFlagFua) != 0,
-                    [self, strand, r, payload](absl::Status s) mutable {
-                      asio::post(strand, [self, r, s = std::move(s)] { self->Finish(r, s); });
-                    });
+      pending_writes_.push_back(
+          {r.offset, data, (r.flags & kCmdFlagFua) != 0,
+           [self, strand, r, payload](absl::Status s) mutable {
+             asio::post(strand, [self, r, s = std::move(s)] { self->Finish(r, s); });
+           }});
       return;
     }
     case kCmdRead:
+      if (r.length <= kInlineReadBytes) {
+        // Small reads run on the strand: a page-cache or SSD read costs less
+        // than two thread hand-offs.
+        std::shared_ptr<std::byte[]> data;
+        absl::Status s;
+        try {
+          data = AllocateBuffer(r.length);
+          s = v->Read(r.offset, std::span<std::byte>(data.get(), r.length));
+        } catch (const std::bad_alloc&) {
+          s = absl::ResourceExhaustedError("out of memory");
+        }
+        FinishRead(r, std::move(s), std::move(data));
+        return;
+      }
       asio::post(env_.workers, [self, strand, v, r] {
         std::shared_ptr<std::byte[]> data;
         absl::Status s;

@@ -33,6 +33,10 @@ namespace ftl::nbd {
 
 inline constexpr size_t kMaxInflightRequests = 256;
 inline constexpr size_t kMaxInflightBytes = 128u << 20;
+// Writes collected before they are handed to the volume as one batch.
+inline constexpr size_t kMaxPendingWrites = 64;
+// Reads up to this size run inline on the connection's strand.
+inline constexpr uint32_t kInlineReadBytes = 64u << 10;
 
 // Counters shared by all connections of a server. Relaxed atomics.
 struct ServerCounters {
@@ -102,6 +106,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Wake();
 
   void Dispatch(const Request& r, std::shared_ptr<std::byte[]> payload);
+  // Hands the writes collected while more requests were already buffered in
+  // the socket to the volume in one batch (group commit without waiting).
+  void SubmitPendingWrites();
+  // Bytes readable from the socket without waiting.
+  size_t SocketAvailable();
   // Completion of a request without reply payload (on the strand).
   void Finish(const Request& r, const absl::Status& status);
   void FinishRead(const Request& r, absl::Status status, std::shared_ptr<std::byte[]> data);
@@ -129,6 +138,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool negotiated_ = false;
   size_t inflight_ = 0;
   size_t inflight_bytes_ = 0;
+  std::vector<Volume::AsyncWrite> pending_writes_;
   std::deque<Out> queue_;
   std::vector<Out> writing_;  // the batch being written; empty when idle
   std::vector<asio::const_buffer> gather_;

@@ -132,6 +132,17 @@ class Volume {
   // write is readable (and durable if fua). `data` must stay valid until then.
   virtual void WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
                           Callback done) = 0;
+  struct AsyncWrite {
+    uint64_t offset = 0;
+    std::span<const std::byte> data;
+    bool fua = false;
+    Callback done;
+  };
+  // Submits several writes at once so the engine can commit them in one
+  // record (group commit without waiting). Each completes as WriteAsync.
+  virtual void WriteAsyncBatch(std::vector<AsyncWrite> writes) {
+    for (AsyncWrite& w : writes) WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
+  }
   // Unmaps whole 4 KiB blocks inside the range (partial blocks are left).
   virtual absl::Status Trim(uint64_t offset, uint64_t length, bool fua = false) = 0;
   // Range reads as zeros afterwards. no_hole: keep it allocated (zeros are

@@ -468,7 +468,11 @@ absl::Status PoolImpl::Close() {
                                   absl::MutexLock l(&queue_mu_);
                                   return failed_;
                                 }},
-                               {"checkpoint", [&] { return DoCheckpoint(); }},
+                               {"checkpoint",
+                                [&] {
+                                  absl::MutexLock role(&commit_mu_);
+                                  return DoCheckpoint();
+                                }},
                                {"mark clean",
                                 [&] {
                                   sb_.clean = true;

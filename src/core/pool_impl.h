@@ -72,6 +72,7 @@ class VolumeImpl : public Volume {
   absl::Status Write(uint64_t offset, std::span<const std::byte> data, bool fua) override;
   void WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
                   Callback done) override;
+  void WriteAsyncBatch(std::vector<AsyncWrite> writes) override;
   absl::Status Trim(uint64_t offset, uint64_t length, bool fua) override;
   absl::Status WriteZeroes(uint64_t offset, uint64_t length, bool fua, bool no_hole,
                            bool fast_only) override;
@@ -82,9 +83,11 @@ class VolumeImpl : public Volume {
 
  private:
   absl::Status CheckRange(uint64_t offset, uint64_t length, bool is_write) const;
-  // Submits whole-block writes of [first, first+n) from `data`, split at the
-  // atomic size; `done` runs once all parts are applied.
-  void SubmitBlocks(Bno first, Bno n, const std::byte* data, bool fua, Callback done);
+  // Builds the requests for whole-block writes of [first, first+n) from
+  // `data`, split at the atomic size; `done` runs once all parts are
+  // applied. The requests are appended to `out` for Pool::Submit.
+  void MakeRequests(Bno first, Bno n, const std::byte* data, bool fua, Callback done,
+                    std::vector<Request*>* out);
 
   PoolImpl* pool_;
   uint32_t id_;
@@ -128,6 +131,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   // Used by VolumeImpl.
   void Submit(Request* r);
+  // Queues several requests under one lock (they may share a record).
+  void SubmitMany(const std::vector<Request*>& rs);
   absl::Status SyncMedia();
   // Looks up [lba, lba+n): per block its (pba, csum) or kNoBlock; pins the
   // segments read. REQUIRES: Unpin(pinned) after reading.
@@ -153,8 +158,18 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   void StartThreads(const OpenOptions& o);
   void StopThreads();
 
-  // Writer thread.
+  // Writer thread and group commit. Exactly one thread commits at a time
+  // (commit_mu_); `committing_` (under queue_mu_) says one is draining the
+  // queue, so submitters either become that committer or leave their
+  // requests to it.
   void WriterLoop();
+  bool EligibleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  bool TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // REQUIRES: commit_mu_ held and committing_ set by this thread.
+  void DrainQueue();
+  void CommitBatch(std::vector<Request*>& batch, log::Stream stream);
+  void MaybeAutoCheckpoint();
   void WriteBatch(std::vector<Request*>& batch, log::Stream stream);
   // Makes sure the stream's open segment has `blocks` free; false if no
   // segment can be had now.
@@ -184,13 +199,17 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   std::vector<std::function<void(absl::Status)>> ckpt_waiters_ ABSL_GUARDED_BY(queue_mu_);
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool user_blocked_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
   absl::Status failed_ ABSL_GUARDED_BY(queue_mu_);
   std::thread writer_;
   std::chrono::milliseconds ckpt_interval_{0};
   bool auto_checkpoint_ = true;
 
-  // Writer-thread state.
+  // Committer state: guarded by commit_mu_ (held by the writer thread or an
+  // inline committer). Lock order: commit_mu_ before queue_mu_ / map_mu_.
+  absl::Mutex commit_mu_;
   uint32_t open_seg_[2] = {UINT32_MAX, UINT32_MAX};
+  uint32_t open_cursor_ = 0;
   uint64_t next_seq_ = 1;
   uint32_t sealed_since_ckpt_ = 0;
   std::chrono::steady_clock::time_point last_ckpt_;

@@ -146,7 +146,8 @@ struct Join {
 };
 }  // namespace
 
-void VolumeImpl::SubmitBlocks(Bno first, Bno n, const std::byte* data, bool fua, Callback done) {
+void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua, Callback done,
+                              std::vector<Request*>* out) {
   Bno chunk = pool_->max_atomic_blocks();
   int parts = int((n + chunk - 1) / chunk);
   auto join = std::make_shared<Join>(parts, std::move(done));
@@ -168,7 +169,7 @@ void VolumeImpl::SubmitBlocks(Bno first, Bno n, const std::byte* data, bool fua,
     }
     r->ops.push_back(std::move(op));
     r->done = [join](absl::Status s) { join->Finish(s); };
-    pool_->Submit(r);
+    out->push_back(r);
   }
 }
 
@@ -184,10 +185,14 @@ void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bo
   RangeLock& locks = pool_->range_lock();
   if (offset % kBlockSize == 0 && data.size() % kBlockSize == 0) {
     uint64_t t = locks.Lock(id_, b0, b1, false);
-    SubmitBlocks(b0, b1 - b0, data.data(), fua, [&locks, t, done = std::move(done)](absl::Status s) {
-      locks.Unlock(t);
-      done(s);
-    });
+    std::vector<Request*> rs;
+    MakeRequests(b0, b1 - b0, data.data(), fua,
+                 [&locks, t, done = std::move(done)](absl::Status s) {
+                   locks.Unlock(t);
+                   done(s);
+                 },
+                 &rs);
+    pool_->SubmitMany(rs);
     return;
   }
   // Partial blocks: read the edges, merge, write whole blocks.
@@ -206,10 +211,43 @@ void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bo
     return done(s);
   }
   std::memcpy(buf->data() + head, data.data(), data.size());
-  SubmitBlocks(b0, b1 - b0, buf->data(), fua, [&locks, t, buf, done = std::move(done)](absl::Status s) {
-    locks.Unlock(t);
-    done(s);
-  });
+  std::vector<Request*> rs;
+  MakeRequests(b0, b1 - b0, buf->data(), fua,
+               [&locks, t, buf, done = std::move(done)](absl::Status s) {
+                 locks.Unlock(t);
+                 done(s);
+               },
+               &rs);
+  pool_->SubmitMany(rs);
+}
+
+void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
+  // Whole-block writes are queued together; anything else takes the
+  // ordinary path (validation errors, read-modify-write).
+  std::vector<Request*> rs;
+  RangeLock& locks = pool_->range_lock();
+  for (AsyncWrite& w : writes) {
+    bool simple = !ro_ && !w.data.empty() && w.offset % kBlockSize == 0 &&
+                  w.data.size() % kBlockSize == 0 && CheckRange(w.offset, w.data.size(), true).ok();
+    if (!simple) {
+      // Queue what we hold first: a read-modify-write may wait on it.
+      if (!rs.empty()) pool_->SubmitMany(rs);
+      rs.clear();
+      WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
+      continue;
+    }
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    write_bytes_.fetch_add(w.data.size(), std::memory_order_relaxed);
+    Bno b0 = Bno(w.offset / kBlockSize), b1 = Bno((w.offset + w.data.size()) / kBlockSize);
+    uint64_t t = locks.Lock(id_, b0, b1, false);
+    MakeRequests(b0, b1 - b0, w.data.data(), w.fua,
+                 [&locks, t, done = std::move(w.done)](absl::Status s) {
+                   locks.Unlock(t);
+                   done(s);
+                 },
+                 &rs);
+  }
+  if (!rs.empty()) pool_->SubmitMany(rs);
 }
 
 absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data, bool fua) {

@@ -15,10 +15,12 @@ constexpr uint32_t kGcReserveSegments = 2;
 constexpr uint32_t kMaxBatchBlocks = 1024;
 }  // namespace
 
-void PoolImpl::Submit(Request* r) {
+void PoolImpl::Submit(Request* r) { SubmitMany({r}); }
+
+void PoolImpl::SubmitMany(const std::vector<Request*>& rs) {
   absl::Status reject;
   {
-    absl::MutexLock l(&queue_mu_);
+    absl::ReleasableMutexLock l(&queue_mu_);
     if (read_only_) {
       reject = absl::FailedPreconditionError("pool is open read-only");
     } else if (!failed_.ok()) {
@@ -26,12 +28,27 @@ void PoolImpl::Submit(Request* r) {
     } else if (stop_) {
       reject = absl::UnavailableError("pool is closing");
     } else {
-      (r->stream == log::Stream::kUser ? user_q_ : gc_q_).push_back(r);
+      for (Request* r : rs) (r->stream == log::Stream::kUser ? user_q_ : gc_q_).push_back(r);
+      // Leader/follower group commit: if nobody is committing, this thread
+      // commits the queue itself (no hand-off to the writer thread);
+      // otherwise the committer picks these up before it stops.
+      bool drain = false;
+      if (!committing_ && EligibleLocked()) {
+        committing_ = true;
+        drain = true;
+      }
+      l.Release();
+      if (drain) {
+        absl::MutexLock role(&commit_mu_);
+        DrainQueue();
+      }
       return;
     }
   }
-  r->done(reject);
-  delete r;
+  for (Request* r : rs) {
+    r->done(reject);
+    delete r;
+  }
 }
 
 Request* PoolImpl::SplitToFit(Request* r, const std::function<bool(Bno)>& fits) {
@@ -114,9 +131,8 @@ bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
   }
   if (segs.free_count() <= reserve) return false;
   // Round-robin from a cursor spreads writes over the device.
-  static thread_local uint32_t cursor = 0;
   for (uint32_t k = 0; k < segs.count(); ++k) {
-    uint32_t s = (cursor + k) % segs.count();
+    uint32_t s = (open_cursor_ + k) % segs.count();
     if (segs.at(s).state != log::SegmentState::kFree) continue;
     segs.SetState(s, log::SegmentState::kOpen);
     auto& info = segs.at(s);
@@ -125,142 +141,177 @@ bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
     info.max_seq = 0;
     info.sealed_seq = 0;
     open_seg_[si] = s;
-    cursor = s + 1;
+    open_cursor_ = s + 1;
     return true;
   }
   return false;
 }
 
+bool PoolImpl::EligibleLocked() const {
+  return !gc_q_.empty() || (!user_q_.empty() && (!user_blocked_ || stop_));
+}
+
+bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream) {
+  std::deque<Request*>* q = nullptr;
+  if (!gc_q_.empty()) {
+    q = &gc_q_;
+    *stream = log::Stream::kRelocation;
+  } else if (!user_q_.empty() && (!user_blocked_ || stop_)) {
+    q = &user_q_;
+    *stream = log::Stream::kUser;
+  } else {
+    return false;
+  }
+  const uint32_t max_batch = std::min(kMaxBatchBlocks, geo_.segment_blocks - 1);
+  uint32_t blocks = 0;
+  size_t payload = 0;
+  while (!q->empty()) {
+    Request* r = q->front();
+    uint32_t b = r->data_blocks();
+    size_t p = r->payload_bytes();
+    if (!batch->empty() && (blocks + b > max_batch ||
+                            log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks))
+      break;
+    batch->push_back(r);
+    q->pop_front();
+    blocks += b;
+    payload += p;
+  }
+  return true;
+}
+
+void PoolImpl::DrainQueue() {
+  while (true) {
+    std::vector<Request*> batch;
+    log::Stream stream = log::Stream::kUser;
+    {
+      absl::MutexLock l(&queue_mu_);
+      if (!TakeBatchLocked(&batch, &stream)) {
+        committing_ = false;  // with the queue lock: nothing can be stranded
+        return;
+      }
+    }
+    CommitBatch(batch, stream);
+  }
+}
+
+void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
+    // Keep the prefix that fits the open segment; if none does, move on
+    // to a fresh segment.
+    auto need = [](const std::vector<Request*>& b, size_t n) {
+      uint32_t blocks = 0;
+      size_t payload = 0;
+      for (size_t i = 0; i < n; ++i) {
+        blocks += b[i]->data_blocks();
+        payload += b[i]->payload_bytes();
+      }
+      return blocks + log::HeaderBlocksFor(payload);
+    };
+    int si = int(stream);
+    auto fitting = [&]() -> size_t {
+      if (open_seg_[si] == UINT32_MAX) return 0;
+      uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
+      size_t fit = batch.size();
+      while (fit > 0 && need(batch, fit) > room) --fit;
+      return fit;
+    };
+    size_t fit = fitting();
+    if (fit < batch.size() && open_seg_[si] != UINT32_MAX) {
+      // Fill the segment's tail with the head of a splittable request,
+      // in the same record as the requests that fit.
+      uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
+      uint32_t data = 0;
+      size_t payload = 0;
+      for (size_t i = 0; i < fit; ++i) {
+        data += batch[i]->data_blocks();
+        payload += batch[i]->payload_bytes();
+      }
+      const bool reloc = batch[fit]->ops[0].type == log::OpType::kReloc;
+      auto fits = [&](Bno n) {
+        size_t p = payload + (reloc ? 5 + 28 * size_t(n) : 13 + 8 * size_t(n));
+        return data + n + log::HeaderBlocksFor(p) <= room &&
+               log::HeaderBlocksFor(p) <= log::kMaxHeaderBlocks;
+      };
+      if (Request* tail = SplitToFit(batch[fit], fits)) {
+        batch.insert(batch.begin() + long(fit) + 1, tail);
+        ++fit;
+      }
+    }
+    if (fit == 0) {
+      if (!EnsureRoom(stream, need(batch, 1))) {
+        bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
+        bool closing;
+        {
+          absl::MutexLock l(&queue_mu_);
+          closing = stop_;
+        }
+        bool halted = cleaner_ && cleaner_->state() == "halted";
+        if (stream == log::Stream::kRelocation || !reclaimable || closing || halted) {
+          FailRequests(batch, absl::ResourceExhaustedError(
+                                  halted ? "no free space on the device (cleaner halted)"
+                                         : "no free space on the device"));
+        } else {
+          absl::MutexLock l(&queue_mu_);
+          for (auto it = batch.rbegin(); it != batch.rend(); ++it) user_q_.push_front(*it);
+          batch.clear();
+          user_blocked_ = true;
+        }
+        if (cleaner_) cleaner_->Kick();
+        return;
+      }
+      fit = fitting();
+    }
+    if (fit < batch.size()) {
+      absl::MutexLock l(&queue_mu_);
+      auto& q = stream == log::Stream::kUser ? user_q_ : gc_q_;
+      for (size_t i = batch.size(); i > fit; --i) q.push_front(batch[i - 1]);
+      batch.resize(fit);
+    }
+    WriteBatch(batch, stream);
+    batch.clear();
+  }
+
+void PoolImpl::MaybeAutoCheckpoint() {
+  // Checkpoints keep recovery short and let the cleaner take older
+  // segments (victim_policy.h: the gate).
+  bool due = ckpt_interval_.count() > 0 && next_seq_ != last_ckpt_seq_ &&
+             std::chrono::steady_clock::now() - last_ckpt_ >= ckpt_interval_;
+  if (auto_checkpoint_ &&
+      (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8))) {
+    if (absl::Status s = DoCheckpoint(); !s.ok())
+      util::Logger("core")->error("checkpoint failed: {}", s.ToString());
+  }
+}
+
 void PoolImpl::WriterLoop() {
   auto log = util::Logger("core");
-  std::vector<Request*> batch;
   while (true) {
     std::vector<std::function<void(absl::Status)>> ckpt;
-    log::Stream stream = log::Stream::kUser;
-    bool stopping = false;
+    bool drain = false, stopping = false;
     {
       absl::MutexLock l(&queue_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-        return stop_ || !ckpt_waiters_.empty() || !gc_q_.empty() ||
-               (!user_q_.empty() && !user_blocked_);
+        return stop_ || !ckpt_waiters_.empty() || (!committing_ && EligibleLocked());
       };
       queue_mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
       ckpt.swap(ckpt_waiters_);
-      std::deque<Request*>* q = nullptr;
-      if (!gc_q_.empty()) {
-        q = &gc_q_;
-        stream = log::Stream::kRelocation;
-      } else if (!user_q_.empty() && (!user_blocked_ || stop_)) {
-        q = &user_q_;
-      } else if (stop_) {
-        stopping = true;
+      if (!committing_ && EligibleLocked()) {
+        committing_ = true;
+        drain = true;
       }
-      if (q) {
-        const uint32_t max_batch = std::min(kMaxBatchBlocks, geo_.segment_blocks - 1);
-        uint32_t blocks = 0;
-        size_t payload = 0;
-        while (!q->empty()) {
-          Request* r = q->front();
-          uint32_t b = r->data_blocks();
-          size_t p = r->payload_bytes();
-          if (!batch.empty() && (blocks + b > max_batch ||
-                                 log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks))
-            break;
-          batch.push_back(r);
-          q->pop_front();
-          blocks += b;
-          payload += p;
-        }
-      }
+      stopping = stop_;
     }
+    absl::MutexLock role(&commit_mu_);
     if (!ckpt.empty()) {
       absl::Status s = DoCheckpoint();
       if (!s.ok()) log->error("checkpoint failed: {}", s.ToString());
       for (auto& cb : ckpt) cb(s);
     }
-    if (stopping && batch.empty()) break;
-    if (!batch.empty()) {
-      // Keep the prefix that fits the open segment; if none does, move on
-      // to a fresh segment.
-      auto need = [](const std::vector<Request*>& b, size_t n) {
-        uint32_t blocks = 0;
-        size_t payload = 0;
-        for (size_t i = 0; i < n; ++i) {
-          blocks += b[i]->data_blocks();
-          payload += b[i]->payload_bytes();
-        }
-        return blocks + log::HeaderBlocksFor(payload);
-      };
-      int si = int(stream);
-      auto fitting = [&]() -> size_t {
-        if (open_seg_[si] == UINT32_MAX) return 0;
-        uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
-        size_t fit = batch.size();
-        while (fit > 0 && need(batch, fit) > room) --fit;
-        return fit;
-      };
-      size_t fit = fitting();
-      if (fit < batch.size() && open_seg_[si] != UINT32_MAX) {
-        // Fill the segment's tail with the head of a splittable request,
-        // in the same record as the requests that fit.
-        uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
-        uint32_t data = 0;
-        size_t payload = 0;
-        for (size_t i = 0; i < fit; ++i) {
-          data += batch[i]->data_blocks();
-          payload += batch[i]->payload_bytes();
-        }
-        const bool reloc = batch[fit]->ops[0].type == log::OpType::kReloc;
-        auto fits = [&](Bno n) {
-          size_t p = payload + (reloc ? 5 + 28 * size_t(n) : 13 + 8 * size_t(n));
-          return data + n + log::HeaderBlocksFor(p) <= room &&
-                 log::HeaderBlocksFor(p) <= log::kMaxHeaderBlocks;
-        };
-        if (Request* tail = SplitToFit(batch[fit], fits)) {
-          batch.insert(batch.begin() + long(fit) + 1, tail);
-          ++fit;
-        }
-      }
-      if (fit == 0) {
-        if (!EnsureRoom(stream, need(batch, 1))) {
-          bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
-          bool closing;
-          {
-            absl::MutexLock l(&queue_mu_);
-            closing = stop_;
-          }
-          bool halted = cleaner_ && cleaner_->state() == "halted";
-          if (stream == log::Stream::kRelocation || !reclaimable || closing || halted) {
-            FailRequests(batch, absl::ResourceExhaustedError(
-                                    halted ? "no free space on the device (cleaner halted)"
-                                           : "no free space on the device"));
-          } else {
-            absl::MutexLock l(&queue_mu_);
-            for (auto it = batch.rbegin(); it != batch.rend(); ++it) user_q_.push_front(*it);
-            batch.clear();
-            user_blocked_ = true;
-          }
-          if (cleaner_) cleaner_->Kick();
-          continue;
-        }
-        fit = fitting();
-      }
-      if (fit < batch.size()) {
-        absl::MutexLock l(&queue_mu_);
-        auto& q = stream == log::Stream::kUser ? user_q_ : gc_q_;
-        for (size_t i = batch.size(); i > fit; --i) q.push_front(batch[i - 1]);
-        batch.resize(fit);
-      }
-      WriteBatch(batch, stream);
-      batch.clear();
-    }
-    // Checkpoints keep recovery short and let the cleaner take older
-    // segments (victim_policy.h: the gate).
-    bool due = ckpt_interval_.count() > 0 && next_seq_ != last_ckpt_seq_ &&
-               std::chrono::steady_clock::now() - last_ckpt_ >= ckpt_interval_;
-    if (auto_checkpoint_ &&
-        (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8))) {
-      if (absl::Status s = DoCheckpoint(); !s.ok()) log->error("checkpoint failed: {}", s.ToString());
+    if (drain) DrainQueue();
+    MaybeAutoCheckpoint();
+    if (stopping) {
+      absl::MutexLock l(&queue_mu_);
+      if (!committing_ && gc_q_.empty() && user_q_.empty() && ckpt_waiters_.empty()) break;
     }
   }
 }
