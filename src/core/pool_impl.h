@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "core/aligned_buffer.h"
 #include "core/map_state.h"
 #include "core/range_lock.h"
 #include "ftl/pool.h"
@@ -210,6 +211,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::Mutex commit_mu_;
   uint32_t open_seg_[2] = {UINT32_MAX, UINT32_MAX};
   uint32_t open_cursor_ = 0;
+  AlignedBuffer record_buf_;
   uint64_t next_seq_ = 1;
   uint32_t sealed_since_ckpt_ = 0;
   std::chrono::steady_clock::time_point last_ckpt_;

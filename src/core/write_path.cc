@@ -356,8 +356,11 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   }
   uint32_t hb = log::HeaderBlocksFor(payload);
   uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
-  AlignedBuffer buf(size_t(hb + data_blocks) * kBlockSize);
-  log::EncodeRecordHeader(h, buf.span().subspan(0, size_t(hb) * kBlockSize));
+  // The committer's record buffer is reused from batch to batch.
+  size_t record_bytes = size_t(hb + data_blocks) * kBlockSize;
+  if (record_buf_.size() < record_bytes) record_buf_ = AlignedBuffer(record_bytes);
+  std::span<std::byte> buf = record_buf_.span().subspan(0, record_bytes);
+  log::EncodeRecordHeader(h, buf.subspan(0, size_t(hb) * kBlockSize));
   std::byte* p = buf.data() + size_t(hb) * kBlockSize;
   for (Request* r : batch) {
     for (const ReqOp& op : r->ops) {
@@ -368,7 +371,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     }
   }
   Bno pba = state_->segments().FirstBlock(seg) + state_->segments().at(seg).write_ptr;
-  absl::Status s = media_->Write(MediaOffset(pba), buf.span());
+  absl::Status s = media_->Write(MediaOffset(pba), buf);
   if (s.ok()) {
     last_written_seq_ = h.seq;
     if (fua) s = SyncMedia();

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
+
 namespace ftl::map {
 
 Leaf* ExtentTree::NewLeaf(TreeContext* ctx) {
@@ -274,7 +276,7 @@ void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
   if (!root_ || len == 0) return;
   Bno hi = lba + len;
   // Iterative DFS over the children that intersect [lba, hi).
-  std::vector<const Node*> stack{root_};
+  absl::InlinedVector<const Node*, 32> stack{root_};
   while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
