@@ -2,7 +2,7 @@
 # Starts ftld in the foreground on a default backing file, building it first.
 # On a fresh Debian 12 machine as root this installs what it needs.
 #
-#   scripts/run-ftld.sh [extra ftld options...]
+#   tools/run-ftld.sh [extra ftld options...]
 #
 # Backing file: $FTLD_BACKING (default /var/lib/ftld/ftld.img), created
 # sparse with $FTLD_SIZE (default 4G) and formatted on first run; later runs
@@ -13,7 +13,7 @@ backing="${FTLD_BACKING:-/var/lib/ftld/ftld.img}"
 size="${FTLD_SIZE:-4G}"
 build_dir="${FTL_BUILD_DIR:-build}"
 
-scripts/install-packages.sh
+tools/install-packages.sh
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" --target ftld ftlctl ftl-tool
 

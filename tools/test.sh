@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test entry point: installs missing Debian packages (scripts/packages.txt),
+# The test entry point: installs missing Debian packages (tools/packages.txt),
 # configures and builds ftld, and runs every test with ctest.
 # Build directory: $FTL_BUILD_DIR (default "build"). Exits non-zero on any
 # failure. Installing packages needs root (or sudo).
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir="${FTL_BUILD_DIR:-build}"
 
-scripts/install-packages.sh
+tools/install-packages.sh
 
 # --- build and test -----------------------------------------------------------
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

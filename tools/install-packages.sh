@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs whichever Debian packages in scripts/packages.txt are missing
+# Installs whichever Debian packages in tools/packages.txt are missing
 # (apt-get update only when something is missing). Needs root or sudo.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,7 +9,7 @@ while read -r line || [[ -n "$line" ]]; do
   line="${line%%#*}"
   line="${line//[[:space:]]/}"
   [[ -n "$line" ]] && packages+=("$line")
-done < scripts/packages.txt
+done < tools/packages.txt
 
 missing=()
 for pkg in "${packages[@]}"; do
