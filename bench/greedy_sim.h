@@ -1,0 +1,58 @@
+#pragma once
+// A tiny reference model of a log-structured store with a plain greedy
+// cleaner, used to put ftld's measured write amplification in context
+// (issue 2: "uniform no worse than greedy"). It is pure in-memory counters:
+// by default one append stream shared by user writes and relocations (no
+// hot/cold separation), no headers, no checkpoints, victim = full segment
+// with the fewest live blocks. Options turn it into a model of ftld's own
+// policy (cost-benefit victims, a separate relocation stream, a larger free
+// reserve) to tell policy effects from implementation ones.
+// Single-threaded; not part of the engine.
+
+#include <cstdint>
+
+namespace ftl::bench {
+
+struct Workload {
+  // Fraction of writes that go to the hot set (0 = uniform).
+  double hot_write_fraction = 0;
+  // Fraction of the LBAs forming the hot set (the lowest LBAs).
+  double hot_lba_fraction = 0;
+};
+
+enum class VictimPolicy {
+  kGreedy,       // fewest live blocks
+  kCostBenefit,  // gc/victim_policy.h: max (1 - u) * age / (1 + u)
+};
+
+struct GreedyOptions {
+  uint32_t segment_count = 0;
+  uint32_t segment_blocks = 0;
+  uint64_t volume_blocks = 0;
+  // Free segments kept in reserve for relocation (1 is the minimum).
+  uint32_t reserve_segments = 1;
+  VictimPolicy policy = VictimPolicy::kGreedy;
+  // Relocations append to their own open segment (ftld's user / GC streams).
+  bool separate_relocation = false;
+  Workload workload;
+  // Random overwrites after the sequential fill, in volume sizes: `warmup`
+  // are not counted, `measure` are.
+  double warmup = 2;
+  double measure = 4;
+  uint64_t seed = 1;
+};
+
+struct GreedyResult {
+  uint64_t user_blocks = 0;      // measured phase only
+  uint64_t relocated_blocks = 0;
+  uint64_t segments_cleaned = 0;
+  double write_amplification() const {
+    return user_blocks ? double(user_blocks + relocated_blocks) / double(user_blocks) : 0;
+  }
+};
+
+// Runs the model. REQUIRES: volume_blocks fits the segments minus the
+// reserve and one open segment.
+GreedyResult RunGreedy(const GreedyOptions& opts);
+
+}  // namespace ftl::bench
