@@ -187,7 +187,7 @@ void ReportIo(benchmark::State& state, const std::string& name, const IoResult& 
 // writes cover half the volume's size so the cleaner stays idle
 // (steady-state rates under cleaning are in wa_bench).
 void BM_Throughput(benchmark::State& state, bool file) {
-  const uint64_t vol_bytes = FullMode() ? 8ull << 30 : 2ull << 30;
+  const uint64_t vol_bytes = FullMode() ? 4ull << 30 : 2ull << 30;
   const char* what = file ? "file" : "memory";
   for (auto _ : state) {
     TempFile tf("ftld-bench-throughput.img");
@@ -253,7 +253,7 @@ void BM_Throughput(benchmark::State& state, bool file) {
 // Close() (a crash), then times Pool::Open, which loads the format-time
 // checkpoint and rolls the whole log forward.
 void BM_Recovery(benchmark::State& state, bool random, int batch) {
-  const uint64_t log_bytes = FullMode() ? 4ull << 30 : 1ull << 30;  // of user data
+  const uint64_t log_bytes = FullMode() ? 2ull << 30 : 1ull << 30;  // of user data
   const uint64_t vol_bytes = log_bytes + log_bytes / 2;
   for (auto _ : state) {
     // Room for a header block per 4 KiB write (no cleaner runs here).
