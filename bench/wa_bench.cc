@@ -23,10 +23,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -95,6 +97,37 @@ struct WaOutcome {
   PoolStats s0, s1;  // measured phase (or from the stalled phase's start)
   double seconds = 0;
   size_t check_problems = 0;
+  // Free segments sampled every 20 ms during the measured phase.
+  double free_avg = 0;
+  uint32_t free_min = 0, free_max = 0;
+};
+
+// Samples Stats().segments_free on its own thread while it lives.
+class FreeSampler {
+ public:
+  explicit FreeSampler(Pool* pool) : thread_([this, pool] {
+      while (!stop_.load()) {
+        uint32_t f = pool->Stats().segments_free;
+        sum_ += f;
+        ++n_;
+        min_ = std::min(min_, f);
+        max_ = std::max(max_, f);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }) {}
+  void Stop(WaOutcome* out) {
+    stop_ = true;
+    thread_.join();
+    out->free_avg = n_ ? double(sum_) / double(n_) : 0;
+    out->free_min = n_ ? min_ : 0;
+    out->free_max = max_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  uint64_t sum_ = 0, n_ = 0;
+  uint32_t min_ = UINT32_MAX, max_ = 0;
+  std::thread thread_;
 };
 
 WaOutcome RunCase(const WaCase& c, const Workload& wl, bool random_fill) {
@@ -155,7 +188,11 @@ WaOutcome RunCase(const WaCase& c, const Workload& wl, bool random_fill) {
   }
   auto rnd = [&] { return pick.Next(); };
   ok = ok && phase("warm-up", uint64_t(z.warmup * double(out.vol_blocks)), rnd, *wrnd);
-  ok = ok && phase("measure", uint64_t(z.measure * double(out.vol_blocks)), rnd, *wrnd);
+  if (ok) {
+    FreeSampler sampler(pool.get());
+    ok = phase("measure", uint64_t(z.measure * double(out.vol_blocks)), rnd, *wrnd);
+    sampler.Stop(&out);
+  }
   if (!ok) {
     pool.reset();
     return out;
@@ -260,13 +297,14 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
         cleaned ? reloc / kBlockSize / double(cleaned) / o.geo.segment_blocks : 0;
     state.counters["ckpts"] = double(s1.checkpoint_count - s0.checkpoint_count);
     state.counters["user_MiBps"] = user / kMiB / o.seconds;
+    state.counters["free_avg"] = o.free_avg;
 
-    note += absl::StrFormat("1 + gc %.3f + ckpt %.3f + hdr/sb %.3f; victims %.0f%% live; %.0f MiB/s; ",
-                            reloc / user, ckpt / user, other / user,
-                            cleaned ? 100 * reloc / kBlockSize / double(cleaned) /
-                                          o.geo.segment_blocks
-                                    : 0,
-                            user / kMiB / o.seconds) +
+    note += absl::StrFormat(
+                "1 + gc %.3f + ckpt %.3f + hdr/sb %.3f; victims %.0f%% live; free segments "
+                "%.1f avg (%d-%d); %.0f MiB/s; ",
+                reloc / user, ckpt / user, other / user,
+                cleaned ? 100 * reloc / kBlockSize / double(cleaned) / o.geo.segment_blocks : 0,
+                o.free_avg, o.free_min, o.free_max, user / kMiB / o.seconds) +
             models;
     if (o.check_problems) note += absl::StrFormat("; Pool::Check: %d problems", o.check_problems);
     r.value = wa;
