@@ -36,6 +36,33 @@ gc::VictimInput PoolImpl::Candidates() {
   return in;
 }
 
+absl::Status PoolImpl::ReleaseCleaned() {
+  if (cleaned_unreleased_.empty()) return absl::OkStatus();
+  // A segment may be reused only once everything that made its blocks dead
+  // (relocations, overwrites, trims) is durable, and no reader still reads
+  // from it. One sync covers the whole group.
+  if (absl::Status s = SyncMedia(); !s.ok()) {
+    absl::MutexLock l(&map_mu_);
+    for (uint32_t seg : cleaned_unreleased_) state_->segments().SetState(seg, log::SegmentState::kFull);
+    cleaned_unreleased_.clear();
+    return s;
+  }
+  for (uint32_t seg : cleaned_unreleased_) {
+    while (seg_readers_[seg].load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    Bno first = state_->segments().FirstBlock(seg);
+    (void)media_->Discard(MediaOffset(first), uint64_t(geo_.segment_blocks) * kBlockSize);
+    absl::MutexLock l(&map_mu_);
+    state_->segments().ResetSegment(seg);
+    state_->segments().SetState(seg, log::SegmentState::kFree);
+  }
+  cleaned_unreleased_.clear();
+  {
+    absl::MutexLock l(&queue_mu_);
+    user_blocked_ = false;
+  }
+  return absl::OkStatus();
+}
+
 void PoolImpl::CleanerFailed(const absl::Status& why) {
   std::deque<Request*> failed;
   {
@@ -163,21 +190,7 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
           "segment %d still has %d live blocks its records do not describe", seg, left));
     }
   }
-  // The segment may be reused only once everything that made its blocks
-  // dead (relocations, overwrites, trims) is durable, and no reader still
-  // reads from it.
-  if (absl::Status s = SyncMedia(); !s.ok()) return restore(s);
-  while (seg_readers_[seg].load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  (void)media_->Discard(MediaOffset(first), uint64_t(geo_.segment_blocks) * kBlockSize);
-  {
-    absl::MutexLock l(&map_mu_);
-    segs.ResetSegment(seg);
-    segs.SetState(seg, log::SegmentState::kFree);
-  }
-  {
-    absl::MutexLock l(&queue_mu_);
-    user_blocked_ = false;
-  }
+  cleaned_unreleased_.push_back(seg);
   return uint32_t(live.size());
 }
 

@@ -127,6 +127,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint32_t FreeSegments() override;
   gc::VictimInput Candidates() override;
   absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) override;
+  absl::Status ReleaseCleaned() override;
   absl::Status CheckpointForCleaner() override { return Checkpoint(); }
   void CleanerFailed(const absl::Status& why) override;
 
@@ -223,6 +224,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::Mutex sync_mu_;  // serialises SyncMedia
 
   std::unique_ptr<gc::Cleaner> cleaner_;
+  std::vector<uint32_t> cleaned_unreleased_;  // cleaner thread only
   bool closed_ = false;
   bool read_only_ = false;
 

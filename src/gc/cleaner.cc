@@ -8,6 +8,8 @@ namespace ftl::gc {
 namespace {
 // Cleanings in a row that may pass without a new high of free segments.
 constexpr uint32_t kNoProgressLimit = 64;
+// Cleaned segments freed together, behind one media sync.
+constexpr uint32_t kReleaseBatch = 4;
 }  // namespace
 
 Cleaner::Cleaner(CleanerHost* host, CleanerOptions opts) : host_(host), opts_(opts) {}
@@ -66,13 +68,22 @@ absl::StatusOr<bool> Cleaner::CleanOne() {
   if (!moved.ok()) return moved.status();
   cleaned_.fetch_add(1);
   relocated_.fetch_add(*moved);
+  if (++unreleased_ >= kReleaseBatch || host_->FreeSegments() <= opts_.critical) {
+    if (absl::Status s = Release(); !s.ok()) return s;
+  }
   return true;
+}
+
+absl::Status Cleaner::Release() {
+  if (unreleased_ == 0) return absl::OkStatus();
+  unreleased_ = 0;
+  return host_->ReleaseCleaned();
 }
 
 absl::StatusOr<uint32_t> Cleaner::RunUntil(uint32_t min_free) {
   absl::MutexLock run(&run_mu_);
   uint32_t n = 0, best = host_->FreeSegments(), since_best = 0;
-  while (host_->FreeSegments() < min_free) {
+  while (host_->FreeSegments() + unreleased_ < min_free) {
     absl::StatusOr<bool> r = CleanOne();
     if (!r.ok()) return r.status();
     if (!*r) break;
@@ -87,6 +98,7 @@ absl::StatusOr<uint32_t> Cleaner::RunUntil(uint32_t min_free) {
       break;
     }
   }
+  if (absl::Status s = Release(); !s.ok()) return s;
   return n;
 }
 
@@ -104,7 +116,7 @@ void Cleaner::Loop() {
     if (host_->FreeSegments() >= opts_.low_watermark) continue;
     running_ = true;
     absl::MutexLock run(&run_mu_);
-    while (host_->FreeSegments() < opts_.high_watermark) {
+    while (host_->FreeSegments() + unreleased_ < opts_.high_watermark) {
       {
         absl::MutexLock l(&mu_);
         if (stop_ || halted_) break;
@@ -121,6 +133,7 @@ void Cleaner::Loop() {
         break;
       }
       if (!*r) {
+        (void)Release();
         if (host_->FreeSegments() <= opts_.critical)
           host_->CleanerFailed(absl::ResourceExhaustedError("no space left: nothing to reclaim"));
         break;
@@ -138,6 +151,7 @@ void Cleaner::Loop() {
         }
       }
     }
+    if (absl::Status s = Release(); !s.ok()) log->error("releasing cleaned segments: {}", s.ToString());
     running_ = false;
   }
 }

@@ -24,8 +24,11 @@ class CleanerHost {
   virtual ~CleanerHost() = default;
   virtual uint32_t FreeSegments() = 0;
   virtual VictimInput Candidates() = 0;
-  // Relocates the live blocks of `seg` and frees it; returns blocks moved.
+  // Relocates the live blocks of `seg`; returns blocks moved. The segment
+  // becomes free at the next ReleaseCleaned().
   virtual absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) = 0;
+  // Frees every segment cleaned so far (one media sync for all of them).
+  virtual absl::Status ReleaseCleaned() = 0;
   // Writes a checkpoint (advancing the gate).
   virtual absl::Status CheckpointForCleaner() = 0;
   // The cleaner could not make progress: writers waiting for space should
@@ -61,8 +64,11 @@ class Cleaner {
 
  private:
   void Loop();
-  // One victim: returns false if nothing could be cleaned.
+  // One victim: returns false if nothing could be cleaned. Cleaned
+  // segments are released in groups of kReleaseBatch (one sync each).
   absl::StatusOr<bool> CleanOne();
+  absl::Status Release();
+  uint32_t unreleased_ = 0;  // guarded by run_mu_
 
   CleanerHost* host_;
   CleanerOptions opts_;
