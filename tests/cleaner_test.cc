@@ -88,6 +88,7 @@ class FakeHost : public CleanerHost {
     ++releases_;
     return absl::OkStatus();
   }
+  uint32_t DiscardIdle(uint32_t) override { return 0; }
   uint32_t releases() {
     absl::MutexLock l(&mu_);
     return releases_;

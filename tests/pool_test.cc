@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "test_util.h"
 
@@ -173,6 +178,45 @@ TEST_F(PoolTest, StatsCountBytes) {
   EXPECT_EQ(s.mapped_blocks, 256u);
   EXPECT_GT(s.map_memory_bytes, 0u);
   EXPECT_EQ(vol_->Stats().mapped_bytes, 1u << 20);
+}
+
+}  // namespace
+}  // namespace ftl
+
+namespace ftl {
+namespace {
+
+// Freed segments go back to the device (punch hole) once the pool is idle.
+TEST(PoolDiscardTest, IdleFreedSegmentsArePunchedOut) {
+  std::string path = "/tmp/ftl_discard_test." + std::to_string(getpid());
+  std::remove(path.c_str());
+  auto media = OpenMedia(path, 64 << 20);
+  ASSERT_TRUE(media.ok()) << media.status();
+  auto p = Pool::Format(*media, testing::SmallFormat(), testing::QuietOpen(true));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Volume* v = (*p)->PrimaryVolume();
+  ASSERT_TRUE(v->Write(0, testing::Pattern(1, 0, 16 << 20)).ok());
+  ASSERT_TRUE(v->Flush().ok());
+  auto allocated = [&] {
+    struct stat st;
+    EXPECT_EQ(stat(path.c_str(), &st), 0);
+    return uint64_t(st.st_blocks) * 512;
+  };
+  uint64_t full = allocated();
+  EXPECT_GE(full, 16u << 20);
+  ASSERT_TRUE(v->Trim(0, 16 << 20).ok());
+  auto cleaned = (*p)->RunCleaner((*p)->Stats().segments_total);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status();
+  EXPECT_GT(*cleaned, 0u);
+  // Bounded wait for the idle discard (the cleaner waits for 1 s of quiet).
+  uint64_t now = full;
+  for (int i = 0; i < 100 && now > full / 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = allocated();
+  }
+  EXPECT_LT(now, full / 2) << "freed segments were not discarded";
+  ASSERT_TRUE((*p)->Close().ok());
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -49,8 +49,6 @@ absl::Status PoolImpl::ReleaseCleaned() {
   }
   for (uint32_t seg : cleaned_unreleased_) {
     while (seg_readers_[seg].load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    Bno first = state_->segments().FirstBlock(seg);
-    (void)media_->Discard(MediaOffset(first), uint64_t(geo_.segment_blocks) * kBlockSize);
     absl::MutexLock l(&map_mu_);
     state_->segments().ResetSegment(seg);
     state_->segments().SetState(seg, log::SegmentState::kFree);
@@ -61,6 +59,32 @@ absl::Status PoolImpl::ReleaseCleaned() {
     user_blocked_ = false;
   }
   return absl::OkStatus();
+}
+
+uint32_t PoolImpl::DiscardIdle(uint32_t max) {
+  // Discarding right when a segment is freed mostly hurts: it is usually
+  // reused moments later, and the file system must reallocate and zero the
+  // range. So free segments are discarded only after a second without
+  // writes, taken out of the free pool while the discard runs.
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now - last_write_ns_.load() < 1'000'000'000) return 0;
+  auto& segs = state_->segments();
+  uint32_t done = 0;
+  for (uint32_t s = 0; s < segs.count() && done < max; ++s) {
+    {
+      absl::MutexLock l(&map_mu_);
+      const auto& si = segs.at(s);
+      if (si.state != log::SegmentState::kFree || si.discarded) continue;
+      segs.SetState(s, log::SegmentState::kCleaning);
+    }
+    (void)media_->Discard(MediaOffset(segs.FirstBlock(s)), uint64_t(geo_.segment_blocks) * kBlockSize);
+    absl::MutexLock l(&map_mu_);
+    segs.SetState(s, log::SegmentState::kFree);
+    segs.at(s).discarded = true;
+    ++done;
+  }
+  return done;
 }
 
 void PoolImpl::CleanerFailed(const absl::Status& why) {

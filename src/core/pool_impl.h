@@ -128,6 +128,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   gc::VictimInput Candidates() override;
   absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) override;
   absl::Status ReleaseCleaned() override;
+  uint32_t DiscardIdle(uint32_t max) override;
   absl::Status CheckpointForCleaner() override { return Checkpoint(); }
   void CleanerFailed(const absl::Status& why) override;
 
@@ -219,6 +220,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint64_t last_ckpt_seq_ = 0;
 
   std::atomic<uint64_t> last_written_seq_{0};
+  std::atomic<int64_t> last_write_ns_{0};  // steady clock of the last record
   std::atomic<uint64_t> durable_seq_{0};
   std::atomic<uint64_t> gate_seq_{0};
   absl::Mutex sync_mu_;  // serialises SyncMedia

@@ -13,6 +13,7 @@ namespace ftl::core {
 namespace {
 constexpr uint32_t kGcReserveSegments = 2;
 constexpr uint32_t kMaxBatchBlocks = 1024;
+constexpr uint64_t kInlineCommitMaxBlocks = 64;
 }  // namespace
 
 void PoolImpl::Submit(Request* r) { SubmitMany({r}); }
@@ -32,8 +33,13 @@ void PoolImpl::SubmitMany(const std::vector<Request*>& rs) {
       // Leader/follower group commit: if nobody is committing, this thread
       // commits the queue itself (no hand-off to the writer thread);
       // otherwise the committer picks these up before it stops.
+      // Small submissions are committed inline (no hand-off); large ones
+      // go to the writer thread so the caller can receive the next data
+      // while they are written.
+      uint64_t blocks = 0;
+      for (Request* r : rs) blocks += r->data_blocks();
       bool drain = false;
-      if (!committing_ && EligibleLocked()) {
+      if (blocks <= kInlineCommitMaxBlocks && !committing_ && EligibleLocked()) {
         committing_ = true;
         drain = true;
       }
@@ -137,6 +143,7 @@ bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
     segs.SetState(s, log::SegmentState::kOpen);
     auto& info = segs.at(s);
     info.stream = stream;
+    info.discarded = false;
     info.write_ptr = 0;
     info.max_seq = 0;
     info.sealed_seq = 0;
@@ -394,6 +401,8 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     return;
   }
   media_bytes_ += buf.size();
+  last_write_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch()).count();
   user_bytes_ += user_blocks * kBlockSize;
   reloc_bytes_ += reloc_blocks * kBlockSize;
   ++next_seq_;

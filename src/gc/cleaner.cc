@@ -113,7 +113,11 @@ void Cleaner::Loop() {
       kicked_ = false;
       if (halted_) continue;
     }
-    if (host_->FreeSegments() >= opts_.low_watermark) continue;
+    if (host_->FreeSegments() >= opts_.low_watermark) {
+      // Idle time: give freed segments back to the device (trim).
+      host_->DiscardIdle(8);
+      continue;
+    }
     running_ = true;
     absl::MutexLock run(&run_mu_);
     while (host_->FreeSegments() + unreleased_ < opts_.high_watermark) {

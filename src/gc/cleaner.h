@@ -29,6 +29,9 @@ class CleanerHost {
   virtual absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) = 0;
   // Frees every segment cleaned so far (one media sync for all of them).
   virtual absl::Status ReleaseCleaned() = 0;
+  // Discards up to `max` free segments not discarded yet, if the pool has
+  // had no writes for a while; returns how many it discarded.
+  virtual uint32_t DiscardIdle(uint32_t max) = 0;
   // Writes a checkpoint (advancing the gate).
   virtual absl::Status CheckpointForCleaner() = 0;
   // The cleaner could not make progress: writers waiting for space should

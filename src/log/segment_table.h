@@ -23,6 +23,7 @@ struct SegmentInfo {
   uint32_t live = 0;        // valid data blocks
   uint64_t max_seq = 0;     // highest record seq written into it (0: none)
   uint64_t sealed_seq = 0;  // seq when it became full (its age for the cleaner)
+  bool discarded = false;   // free and already discarded (trim / punch hole)
 };
 
 class SegmentTable {
