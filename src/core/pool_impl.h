@@ -134,6 +134,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   // Used by VolumeImpl.
   void Submit(Request* r);
+  // Submits one request and waits for it; returns its status.
+  absl::Status SubmitAndWait(Request* r);
   // Queues several requests under one lock (they may share a record).
   void SubmitMany(const std::vector<Request*>& rs);
   absl::Status SyncMedia();

@@ -278,14 +278,7 @@ absl::Status VolumeImpl::Trim(uint64_t offset, uint64_t length, bool fua) {
   op.lba = first;
   op.count = end - first;
   r->ops.push_back(std::move(op));
-  absl::Notification n;
-  absl::Status result;
-  r->done = [&](absl::Status s) {
-    result = s;
-    n.Notify();
-  };
-  pool_->Submit(r);
-  n.WaitForNotification();
+  absl::Status result = pool_->SubmitAndWait(r);
   locks.Unlock(t);
   return result;
 }
@@ -359,14 +352,7 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
     op.count = mid_hi - mid_lo;
     r->ops.push_back(std::move(op));
   }
-  absl::Notification n;
-  absl::Status result;
-  r->done = [&](absl::Status st) {
-    result = st;
-    n.Notify();
-  };
-  pool_->Submit(r);
-  n.WaitForNotification();
+  absl::Status result = pool_->SubmitAndWait(r);
   locks.Unlock(t);
   return result;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/aligned_buffer.h"
 #include "core/pool_impl.h"
 #include "util/logging.h"
@@ -17,6 +18,18 @@ constexpr uint64_t kInlineCommitMaxBlocks = 64;
 }  // namespace
 
 void PoolImpl::Submit(Request* r) { SubmitMany({r}); }
+
+absl::Status PoolImpl::SubmitAndWait(Request* r) {
+  absl::Notification n;
+  absl::Status result;
+  r->done = [&](absl::Status s) {
+    result = s;
+    n.Notify();
+  };
+  Submit(r);
+  n.WaitForNotification();
+  return result;
+}
 
 void PoolImpl::SubmitMany(const std::vector<Request*>& rs) {
   absl::Status reject;
