@@ -257,5 +257,23 @@ TEST(FullDeviceTest, HaltedCleanerGivesNoSpaceInsteadOfHanging) {
   ASSERT_TRUE((*p)->Close().ok());
 }
 
+TEST(FullDeviceTest, NoCleanerGivesNoSpaceInsteadOfHanging) {
+  auto media = NewMemMedia(48 << 20);
+  auto p = Pool::Format(media, SmallFormat(256 << 10), QuietOpen(/*cleaner=*/false));
+  ASSERT_TRUE(p.ok());
+  Volume* v = (*p)->PrimaryVolume();
+  uint64_t size = v->size_bytes();
+  absl::Status s;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000 && s.ok(); ++i) {
+    uint64_t off = (rng() % (size / 4096)) * 4096;
+    s = v->Write(off, Pattern(i, off, 4096));
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  // An explicit cleaning run makes room again.
+  ASSERT_TRUE((*p)->RunCleaner(20).ok());
+  ASSERT_TRUE(v->Write(0, Pattern(1, 0, 4096)).ok());
+}
+
 }  // namespace
 }  // namespace ftl

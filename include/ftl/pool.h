@@ -139,7 +139,10 @@ class Volume {
     Callback done;
   };
   // Submits several writes at once so the engine can commit them in one
-  // record (group commit without waiting). Each completes as WriteAsync.
+  // record (group commit without waiting). Each completes as WriteAsync,
+  // except that small batches may be committed, and their callbacks run, on
+  // the calling thread before this returns (no hand-off): callbacks must not
+  // need locks the caller holds.
   virtual void WriteAsyncBatch(std::vector<AsyncWrite> writes) {
     for (AsyncWrite& w : writes) WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
   }

@@ -318,6 +318,12 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
     if (si.state == log::SegmentState::kOpen) was_open.push_back(s);
     if (!reused && si.state != log::SegmentState::kFree && si.state != log::SegmentState::kOpen)
       continue;
+    if (reused) {
+      // Cleaned and rewritten since the checkpoint: what it held then is
+      // gone; its extent is what replay applies now.
+      segs.at(s).write_ptr = 0;
+      segs.at(s).max_seq = 0;
+    }
     log::ScanOptions so;
     so.segment_blocks = geo_.segment_blocks;
     so.start_block = !reused && si.state == log::SegmentState::kOpen ? si.write_ptr : 0;
@@ -434,9 +440,11 @@ void PoolImpl::StartThreads(const OpenOptions& o) {
   if (!read_only_) writer_ = std::thread([this] { WriterLoop(); });
   gc::CleanerOptions co;
   uint32_t n = geo_.segment_count;
+  // A small fixed reserve: every free segment kept idle is space the
+  // cleaner cannot use to let victims age (it raises write amplification).
   co.critical = kGcReserveSegments + 2;
-  co.low_watermark = std::max<uint32_t>(co.critical + 2, n / 20);
-  co.high_watermark = co.low_watermark + std::max<uint32_t>(2, n / 50);
+  co.low_watermark = co.critical + 2 + n / 256;
+  co.high_watermark = co.low_watermark + 2 + n / 512;
   co.max_segments_per_second = 0;
   cleaner_ = std::make_unique<gc::Cleaner>(this, co);
   if (o.start_cleaner && !read_only_) cleaner_->Start();

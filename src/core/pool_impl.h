@@ -137,7 +137,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Submits one request and waits for it; returns its status.
   absl::Status SubmitAndWait(Request* r);
   // Queues several requests under one lock (they may share a record).
-  void SubmitMany(const std::vector<Request*>& rs);
+  // allow_inline: the calling thread may commit them itself (and run their
+  // callbacks) when nobody else is committing; otherwise the writer thread
+  // does.
+  void SubmitMany(const std::vector<Request*>& rs, bool allow_inline = false);
   absl::Status SyncMedia();
   // Looks up [lba, lba+n): per block its (pba, csum) or kNoBlock; pins the
   // segments read. REQUIRES: Unpin(pinned) after reading.

@@ -231,7 +231,7 @@ void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
                   w.data.size() % kBlockSize == 0 && CheckRange(w.offset, w.data.size(), true).ok();
     if (!simple) {
       // Queue what we hold first: a read-modify-write may wait on it.
-      if (!rs.empty()) pool_->SubmitMany(rs);
+      if (!rs.empty()) pool_->SubmitMany(rs, /*allow_inline=*/true);
       rs.clear();
       WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
       continue;
@@ -247,7 +247,7 @@ void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
                  },
                  &rs);
   }
-  if (!rs.empty()) pool_->SubmitMany(rs);
+  if (!rs.empty()) pool_->SubmitMany(rs, /*allow_inline=*/true);
 }
 
 absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data, bool fua) {

@@ -31,7 +31,7 @@ absl::Status PoolImpl::SubmitAndWait(Request* r) {
   return result;
 }
 
-void PoolImpl::SubmitMany(const std::vector<Request*>& rs) {
+void PoolImpl::SubmitMany(const std::vector<Request*>& rs, bool allow_inline) {
   absl::Status reject;
   {
     absl::ReleasableMutexLock l(&queue_mu_);
@@ -52,7 +52,7 @@ void PoolImpl::SubmitMany(const std::vector<Request*>& rs) {
       uint64_t blocks = 0;
       for (Request* r : rs) blocks += r->data_blocks();
       bool drain = false;
-      if (blocks <= kInlineCommitMaxBlocks && !committing_ && EligibleLocked()) {
+      if (allow_inline && blocks <= kInlineCommitMaxBlocks && !committing_ && EligibleLocked()) {
         committing_ = true;
         drain = true;
       }
@@ -265,7 +265,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
           absl::MutexLock l(&queue_mu_);
           closing = stop_;
         }
-        bool halted = cleaner_ && cleaner_->state() == "halted";
+        bool halted = !cleaner_ || !cleaner_->started() || cleaner_->state() == "halted";
         if (stream == log::Stream::kRelocation || !reclaimable || closing || halted) {
           FailRequests(batch, absl::ResourceExhaustedError(
                                   halted ? "no free space on the device (cleaner halted)"

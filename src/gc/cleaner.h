@@ -61,6 +61,8 @@ class Cleaner {
   // nothing more can be reclaimed. Returns segments cleaned.
   absl::StatusOr<uint32_t> RunUntil(uint32_t min_free);
   std::string state() const;
+  // True while the background thread runs (Start without Stop).
+  bool started() const { return thread_.joinable(); }
   uint64_t segments_cleaned() const { return cleaned_.load(); }
   uint64_t blocks_relocated() const { return relocated_.load(); }
   const CleanerOptions& options() const { return opts_; }
