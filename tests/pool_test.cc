@@ -208,9 +208,9 @@ TEST(PoolDiscardTest, IdleFreedSegmentsArePunchedOut) {
   auto cleaned = (*p)->RunCleaner((*p)->Stats().segments_total);
   ASSERT_TRUE(cleaned.ok()) << cleaned.status();
   EXPECT_GT(*cleaned, 0u);
-  // Bounded wait for the idle discard (the cleaner waits for 1 s of quiet).
+  // Bounded wait for the idle discard (the cleaner waits for 2 s of quiet).
   uint64_t now = full;
-  for (int i = 0; i < 100 && now > full / 2; ++i) {
+  for (int i = 0; i < 300 && now > full / 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     now = allocated();
   }

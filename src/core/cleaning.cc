@@ -65,10 +65,11 @@ uint32_t PoolImpl::DiscardIdle(uint32_t max) {
   // Discarding right when a segment is freed mostly hurts: it is usually
   // reused moments later, and the file system must reallocate and zero the
   // range. So free segments are discarded only after a second without
-  // writes, taken out of the free pool while the discard runs.
+  // I/O, taken out of the free pool while the discard runs (a punch hole
+  // also locks the backing file against reads for its duration).
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - last_write_ns_.load() < 1'000'000'000) return 0;
+  if (now - last_io_ns_.load(std::memory_order_relaxed) < 2'000'000'000) return 0;
   auto& segs = state_->segments();
   uint32_t done = 0;
   for (uint32_t s = 0; s < segs.count() && done < max; ++s) {

@@ -225,7 +225,14 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint64_t last_ckpt_seq_ = 0;
 
   std::atomic<uint64_t> last_written_seq_{0};
-  std::atomic<int64_t> last_write_ns_{0};  // steady clock of the last record
+  // Steady-clock time of the last read or record (idle detection).
+  std::atomic<int64_t> last_io_ns_{0};
+  void NoteIo() {
+    last_io_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count(),
+                      std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> durable_seq_{0};
   std::atomic<uint64_t> gate_seq_{0};
   absl::Mutex sync_mu_;  // serialises SyncMedia

@@ -94,6 +94,7 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
   Bno n = b1 - b0;
   std::vector<std::pair<Bno, uint32_t>> blocks;
   std::vector<uint32_t> pinned;
+  pool_->NoteIo();
   pool_->LookupForRead(id_, b0, n, &blocks, &pinned);
   bool direct = offset % kBlockSize == 0 && out.size() % kBlockSize == 0;
   AlignedBuffer bounce;

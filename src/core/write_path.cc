@@ -414,8 +414,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     return;
   }
   media_bytes_ += buf.size();
-  last_write_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now().time_since_epoch()).count();
+  NoteIo();
   user_bytes_ += user_blocks * kBlockSize;
   reloc_bytes_ += reloc_blocks * kBlockSize;
   ++next_seq_;

@@ -115,7 +115,7 @@ void Cleaner::Loop() {
     }
     if (host_->FreeSegments() >= opts_.low_watermark) {
       // Idle time: give freed segments back to the device (trim).
-      host_->DiscardIdle(8);
+      host_->DiscardIdle(2);
       continue;
     }
     running_ = true;
