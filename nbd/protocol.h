@@ -26,6 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/encoding.h"
+
 namespace ftl::nbd {
 
 inline constexpr uint64_t kNbdMagic = 0x4e42444d41474943;  // "NBDMAGIC"
@@ -139,78 +141,15 @@ inline constexpr uint32_t kMinBlockSize = 512;
 inline constexpr uint32_t kPreferredBlockSize = 4096;
 inline constexpr uint32_t kMaxPayload = 32u << 20;
 
-// Big-endian helpers.
-inline void PutBe16(std::byte* p, uint16_t v) {
-  p[0] = std::byte(v >> 8);
-  p[1] = std::byte(v);
-}
-inline void PutBe32(std::byte* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = std::byte(v >> (24 - 8 * i));
-}
-inline void PutBe64(std::byte* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = std::byte(v >> (56 - 8 * i));
-}
-inline uint16_t GetBe16(const std::byte* p) {
-  return uint16_t(uint16_t(p[0]) << 8 | uint16_t(p[1]));
-}
-inline uint32_t GetBe32(const std::byte* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = v << 8 | uint32_t(p[i]);
-  return v;
-}
-inline uint64_t GetBe64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | uint64_t(p[i]);
-  return v;
-}
-
-// Appends big-endian values to a byte vector.
-class BeWriter {
- public:
-  explicit BeWriter(std::vector<std::byte>* out) : out_(out) {}
-  void U16(uint16_t v) { PutBe16(Grow(2), v); }
-  void U32(uint32_t v) { PutBe32(Grow(4), v); }
-  void U64(uint64_t v) { PutBe64(Grow(8), v); }
-  void Bytes(std::span<const std::byte> b) { out_->insert(out_->end(), b.begin(), b.end()); }
-  void Str(std::string_view s) { Bytes(std::as_bytes(std::span(s.data(), s.size()))); }
-  void Zeroes(size_t n) { out_->resize(out_->size() + n); }
-
- private:
-  std::byte* Grow(size_t n) {
-    out_->resize(out_->size() + n);
-    return out_->data() + out_->size() - n;
-  }
-  std::vector<std::byte>* out_;
-};
-
-// Reads big-endian values; a read past the end sets a sticky failure and
-// yields zeros, so callers check ok() once after decoding.
-class BeReader {
- public:
-  explicit BeReader(std::span<const std::byte> in) : in_(in) {}
-  uint16_t U16() { return Take(2) ? GetBe16(&in_[pos_ - 2]) : 0; }
-  uint32_t U32() { return Take(4) ? GetBe32(&in_[pos_ - 4]) : 0; }
-  uint64_t U64() { return Take(8) ? GetBe64(&in_[pos_ - 8]) : 0; }
-  std::string Str(size_t n) {
-    if (!Take(n)) return {};
-    return std::string(reinterpret_cast<const char*>(&in_[pos_ - n]), n);
-  }
-  bool ok() const { return ok_; }
-  size_t remaining() const { return ok_ ? in_.size() - pos_ : 0; }
-
- private:
-  bool Take(size_t n) {
-    if (!ok_ || in_.size() - pos_ < n) {
-      ok_ = false;
-      return false;
-    }
-    pos_ += n;
-    return true;
-  }
-  std::span<const std::byte> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+// Big-endian encoding lives in util (src/util/encoding.h).
+using util::GetBe16;
+using util::GetBe32;
+using util::GetBe64;
+using util::PutBe16;
+using util::PutBe32;
+using util::PutBe64;
+using BeWriter = util::BeEncoder;
+using BeReader = util::BeDecoder;
 
 // Names for logs: "READ", "NBD_OPT_GO", ...
 std::string CommandName(uint16_t type);

@@ -35,55 +35,94 @@ inline uint64_t GetU64(const std::byte* p) {
   return v;
 }
 
-// Appends little-endian values to a growable buffer.
-class Encoder {
+inline void PutBe16(std::byte* p, uint16_t v) {
+  p[0] = std::byte(v >> 8);
+  p[1] = std::byte(v);
+}
+inline void PutBe32(std::byte* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = std::byte(v >> (24 - 8 * i));
+}
+inline void PutBe64(std::byte* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = std::byte(v >> (56 - 8 * i));
+}
+inline uint16_t GetBe16(const std::byte* p) {
+  return uint16_t(uint16_t(p[0]) << 8 | uint16_t(p[1]));
+}
+inline uint32_t GetBe32(const std::byte* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = v << 8 | uint32_t(p[i]);
+  return v;
+}
+inline uint64_t GetBe64(const std::byte* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | uint64_t(p[i]);
+  return v;
+}
+
+enum class ByteOrder { kLittle, kBig };
+
+// Appends integers in byte order O to a growable buffer. On-media formats
+// are little-endian (Encoder); the NBD wire is big-endian (BeEncoder).
+template <ByteOrder O>
+class BasicEncoder {
  public:
-  explicit Encoder(std::vector<std::byte>* out) : out_(out) {}
+  explicit BasicEncoder(std::vector<std::byte>* out) : out_(out) {}
   void U8(uint8_t v) { out_->push_back(std::byte(v)); }
-  void U16(uint16_t v) { Grow(2, [&](std::byte* p) { PutU16(p, v); }); }
-  void U32(uint32_t v) { Grow(4, [&](std::byte* p) { PutU32(p, v); }); }
-  void U64(uint64_t v) { Grow(8, [&](std::byte* p) { PutU64(p, v); }); }
-  void Bytes(std::span<const std::byte> b) {
-    out_->insert(out_->end(), b.begin(), b.end());
-  }
+  void U16(uint16_t v) { O == ByteOrder::kBig ? PutBe16(Grow(2), v) : PutU16(Grow(2), v); }
+  void U32(uint32_t v) { O == ByteOrder::kBig ? PutBe32(Grow(4), v) : PutU32(Grow(4), v); }
+  void U64(uint64_t v) { O == ByteOrder::kBig ? PutBe64(Grow(8), v) : PutU64(Grow(8), v); }
+  void Bytes(std::span<const std::byte> b) { out_->insert(out_->end(), b.begin(), b.end()); }
+  // Raw bytes of a string (no length).
+  void Str(std::string_view s) { Bytes(std::as_bytes(std::span(s.data(), s.size()))); }
   // u16 length + bytes.
   void String(std::string_view s) {
     U16(uint16_t(s.size()));
-    Bytes(std::as_bytes(std::span(s.data(), s.size())));
+    Str(s);
   }
+  void Zeroes(size_t n) { out_->resize(out_->size() + n); }
   size_t size() const { return out_->size(); }
 
  private:
-  template <typename F>
-  void Grow(size_t n, F f) {
-    size_t at = out_->size();
-    out_->resize(at + n);
-    f(out_->data() + at);
+  std::byte* Grow(size_t n) {
+    out_->resize(out_->size() + n);
+    return out_->data() + out_->size() - n;
   }
   std::vector<std::byte>* out_;
 };
 
-// Reads little-endian values; any read past the end sets a sticky error and
-// yields zeros, so callers check ok() once after decoding a structure.
-class Decoder {
+// Reads integers in byte order O; any read past the end sets a sticky error
+// and yields zeros, so callers check ok() once after decoding a structure.
+template <ByteOrder O>
+class BasicDecoder {
  public:
-  explicit Decoder(std::span<const std::byte> in) : in_(in) {}
+  explicit BasicDecoder(std::span<const std::byte> in) : in_(in) {}
   uint8_t U8() { return Take(1) ? uint8_t(in_[pos_ - 1]) : 0; }
-  uint16_t U16() { return Take(2) ? GetU16(&in_[pos_ - 2]) : 0; }
-  uint32_t U32() { return Take(4) ? GetU32(&in_[pos_ - 4]) : 0; }
-  uint64_t U64() { return Take(8) ? GetU64(&in_[pos_ - 8]) : 0; }
+  uint16_t U16() {
+    if (!Take(2)) return 0;
+    return O == ByteOrder::kBig ? GetBe16(&in_[pos_ - 2]) : GetU16(&in_[pos_ - 2]);
+  }
+  uint32_t U32() {
+    if (!Take(4)) return 0;
+    return O == ByteOrder::kBig ? GetBe32(&in_[pos_ - 4]) : GetU32(&in_[pos_ - 4]);
+  }
+  uint64_t U64() {
+    if (!Take(8)) return 0;
+    return O == ByteOrder::kBig ? GetBe64(&in_[pos_ - 8]) : GetU64(&in_[pos_ - 8]);
+  }
   std::span<const std::byte> Bytes(size_t n) {
     if (!Take(n)) return {};
     return in_.subspan(pos_ - n, n);
   }
-  std::string String() {
-    uint16_t n = U16();
+  // n raw bytes as a string.
+  std::string Str(size_t n) {
     auto b = Bytes(n);
     return std::string(reinterpret_cast<const char*>(b.data()), b.size());
   }
+  // u16 length + bytes.
+  std::string String() { return Str(U16()); }
   bool ok() const { return ok_; }
   size_t pos() const { return pos_; }
-  size_t remaining() const { return in_.size() - pos_; }
+  size_t remaining() const { return ok_ ? in_.size() - pos_ : 0; }
 
  private:
   bool Take(size_t n) {
@@ -98,5 +137,10 @@ class Decoder {
   size_t pos_ = 0;
   bool ok_ = true;
 };
+
+using Encoder = BasicEncoder<ByteOrder::kLittle>;
+using Decoder = BasicDecoder<ByteOrder::kLittle>;
+using BeEncoder = BasicEncoder<ByteOrder::kBig>;
+using BeDecoder = BasicDecoder<ByteOrder::kBig>;
 
 }  // namespace ftl::util
