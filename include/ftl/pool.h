@@ -27,6 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ftl/media.h"
+#include "ftl/range.h"
+#include "ftl/snapshot.h"
 
 namespace ftl {
 
@@ -114,6 +116,9 @@ struct PoolStats {
   uint64_t map_memory_bytes = 0;    // volume trees + VBA table
   uint64_t mapped_blocks = 0;       // blocks mapped over all volumes
   uint64_t next_seq = 0;
+  uint32_t snapshots = 0;
+  uint64_t metadata_bytes = 0;      // size of the last checkpoint
+  uint64_t metadata_capacity = 0;   // checkpoint slot size
   std::string cleaner_state;        // "idle", "running", "halted"
 };
 
@@ -201,6 +206,53 @@ class Pool {
   // Human-readable recovery summary of the last Open ("clean", "recovered
   // N records from checkpoint seq S", "rebuilt from log").
   virtual std::string OpenReport() const = 0;
+
+  // ---- Snapshots (DESIGN.md §3). Every call below is durable when it
+  // returns (its note is in the log and synced). Errors: NotFound (no such
+  // volume/snapshot), AlreadyExists, InvalidArgument (bad name),
+  // FailedPrecondition (e.g. deleting an active snapshot),
+  // ResourceExhausted (device or metadata area full).
+
+  // A point-in-time image of `volume`: every write completed before the call
+  // is in it, none issued after it returns is. O(1).
+  virtual absl::StatusOr<SnapshotInfo> CreateSnapshot(const std::string& volume,
+                                                      const std::string& name) = 0;
+  // volume "" = all volumes. Ordered by creation (seq).
+  virtual std::vector<SnapshotInfo> ListSnapshots(const std::string& volume) = 0;
+  // Frees what only the snapshot held (the cleaner reclaims it).
+  // FailedPrecondition while a volume activated from it exists.
+  virtual absl::Status DeleteSnapshot(const std::string& volume, const std::string& name) = 0;
+  // A new volume showing the snapshot's content, named `new_volume`
+  // ("" = "VOLUME-SNAPSHOT"). O(1). Writes to it never change the snapshot.
+  virtual absl::StatusOr<Volume*> ActivateSnapshot(const std::string& volume,
+                                                   const std::string& snapshot,
+                                                   const std::string& new_volume,
+                                                   bool read_only) = 0;
+  // Removes a volume activated from a snapshot and frees its private data.
+  // Its Volume object stays valid but fails every request with Unavailable.
+  // The primary volume cannot be removed.
+  virtual absl::Status DeactivateVolume(const std::string& name) = 0;
+  // The volume reads as the snapshot again (its later writes are dropped).
+  virtual absl::Status Rollback(const std::string& volume, const std::string& snapshot) = 0;
+  // The snapshot a volume was activated from ("VOL@SNAP"), "" if none.
+  virtual std::string VolumeOrigin(const std::string& volume) = 0;
+
+  // ---- Range operations (include/ftl/range.h). Durable when they return;
+  // concurrent calls are group-committed into shared notes.
+
+  // Applies all ops atomically, in order (one note): after a crash either all
+  // or none are in effect. Nothing changes if any op is invalid.
+  virtual absl::Status ApplyRangeOps(const std::vector<RangeOp>& ops) = 0;
+  // As ApplyRangeOps, but returns at once; `done` runs on an engine thread.
+  virtual void ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,
+                                  std::function<void(absl::Status)> done) = 0;
+  // Three-way merge per block against the base range, by VBA identity (no
+  // data is read). With policy kFail and conflicts, nothing changes: the
+  // result lists them and says applied = false.
+  virtual absl::StatusOr<MergeResult> Merge(const MergeRequest& req) = 0;
+  virtual absl::Status SetRangeAttr(const std::string& volume, uint64_t offset, uint64_t length,
+                                    RangeAttr attr) = 0;
+  virtual absl::StatusOr<std::vector<AttrExtent>> RangeAttrs(const std::string& volume) = 0;
 };
 
 }  // namespace ftl

@@ -123,6 +123,24 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::StatusOr<CheckReport> Check(bool verify_data) override;
   std::string OpenReport() const override { return open_report_; }
 
+  // Snapshots and range operations (catalog.cc, range_ops.cc).
+  absl::StatusOr<SnapshotInfo> CreateSnapshot(const std::string& volume,
+                                              const std::string& name) override;
+  std::vector<SnapshotInfo> ListSnapshots(const std::string& volume) override;
+  absl::Status DeleteSnapshot(const std::string& volume, const std::string& name) override;
+  absl::StatusOr<Volume*> ActivateSnapshot(const std::string& volume, const std::string& snapshot,
+                                           const std::string& new_volume, bool read_only) override;
+  absl::Status DeactivateVolume(const std::string& name) override;
+  absl::Status Rollback(const std::string& volume, const std::string& snapshot) override;
+  std::string VolumeOrigin(const std::string& volume) override;
+  absl::Status ApplyRangeOps(const std::vector<RangeOp>& ops) override;
+  void ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,
+                          std::function<void(absl::Status)> done) override;
+  absl::StatusOr<MergeResult> Merge(const MergeRequest& req) override;
+  absl::Status SetRangeAttr(const std::string& volume, uint64_t offset, uint64_t length,
+                            RangeAttr attr) override;
+  absl::StatusOr<std::vector<AttrExtent>> RangeAttrs(const std::string& volume) override;
+
   // gc::CleanerHost
   uint32_t FreeSegments() override;
   gc::VictimInput Candidates() override;
