@@ -15,6 +15,7 @@
 #include "nbd/backing.h"
 #include "nbd/control.h"
 #include "nbd/control_commands.h"
+#include "nbd/control_snapshot.h"
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
@@ -57,8 +58,13 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
   for (const std::string& name : pool.VolumeNames()) {
     Volume* v = pool.GetVolume(name);
     if (v == nullptr || v == primary) continue;
+    // Volumes activated from snapshots come back after a restart under the
+    // name they were activated as; their own read-only flag persists in the
+    // pool (effective_read_only() adds it to --read-only).
+    std::string origin = pool.VolumeOrigin(name);
     s = exports->Add({.name = name,
-                      .description = absl::StrCat("ftld volume ", name),
+                      .description = origin.empty() ? absl::StrCat("ftld volume ", name)
+                                                    : absl::StrCat("ftld snapshot ", origin),
                       .volume = v,
                       .read_only = o.read_only,
                       .listed = true});
@@ -172,6 +178,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   ctx.read_only = o.read_only;
   ControlDispatcher dispatcher;
   RegisterCoreCommands(&dispatcher, &ctx);
+  RegisterSnapshotCommands(&dispatcher, &ctx);
+  RegisterRangeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
