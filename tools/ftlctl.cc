@@ -5,6 +5,8 @@
 // COMMAND is sent as {"cmd":COMMAND}; an ARG "key=value" becomes a field
 // (value parsed as JSON when it is valid JSON, else a string), any other ARG
 // is appended to "args". So new daemon commands work without changing ftlctl.
+// "snapshot" and "range" have their own argument syntax (kUsage) and build
+// {"cmd":"snapshot"|"range","action":...} requests (README: Control protocol).
 // The socket is --control, else $FTLD_CONTROL, else the only *.sock in
 // /run/ftld. Exit status: 0 ok, 1 the daemon answered an error, 2 usage or
 // connection problems.
@@ -18,6 +20,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <set>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -43,6 +49,30 @@ Commands:
   gc [min_free_segments=N]
                run the cleaner now (default: reclaim all it can)
   help         the commands the daemon knows
+
+  snapshot create NAME [--volume VOL]
+  snapshot list [--volume VOL]
+  snapshot delete NAME [--volume VOL] [--force]
+  snapshot activate NAME [--volume VOL] [--export EXPORT] [--read-only]
+  snapshot deactivate EXPORT
+  snapshot rollback NAME [--volume VOL] [--force]
+               NAME may also be written VOL@NAME. --force: delete deactivates
+               the snapshot's export first; rollback goes ahead although
+               clients are connected to the volume.
+  range clone SRC DST LEN [--from X] [--to Y]
+  range move SRC DST LEN [--from X] [--to Y]
+  range merge --base B --dst D --len L [--policy fail|first|last]
+              [--from X] [--to Y] SRC...
+  range attr OFF LEN immutable|mutable|persistent|non-persistent [--volume VOL]
+  range attrs [--volume VOL]
+  range batch FILE|-
+               Offsets and lengths in bytes or with K/M/G/T suffixes
+               (multiples of 4 KiB). --from/--to: a volume or export (default
+               the primary volume); --from also VOL@SNAP or @SNAP (a
+               snapshot of the primary). batch: one JSON object a line,
+               {"op":"move"|"clone","src":..,"dst":..,"len":..[,"from":..,"to":..]},
+               all applied atomically. A merge with policy fail that hits
+               conflicts changes nothing, lists them and exits 1.
 Any other COMMAND is passed through: ARGs "key=value" become request
 fields, other ARGs go to "args".
 
@@ -308,6 +338,439 @@ void PrintHuman(const std::string& command, Json reply) {
   PrintObject(reply, "");
 }
 
+
+// ---- snapshot and range subcommands ------------------------------------
+
+// Parsed "ACTION ARG... --opt VALUE --flag" after the command word.
+struct SubArgs {
+  std::string action;
+  std::vector<std::string> pos;
+  std::map<std::string, std::string> opts;
+  std::set<std::string> flags;
+};
+
+// `value_opts` take a value ("--opt V" or "--opt=V"); `flag_opts` do not.
+bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
+                  const std::set<std::string>& flag_opts, SubArgs* out, std::string* error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() > 2 && a.rfind("--", 0) == 0) {
+      std::string name = a.substr(2), value;
+      bool has_value = false;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name.resize(eq);
+        has_value = true;
+      }
+      if (flag_opts.count(name)) {
+        if (has_value) {
+          *error = "--" + name + " takes no value";
+          return false;
+        }
+        out->flags.insert(name);
+      } else if (value_opts.count(name)) {
+        if (!has_value) {
+          if (i + 1 >= args.size()) {
+            *error = "--" + name + " needs a value";
+            return false;
+          }
+          value = args[++i];
+        }
+        out->opts[name] = value;
+      } else {
+        *error = "unknown option " + a + " for '" + out->action + "'";
+        return false;
+      }
+    } else if (a == "-" || a.empty() || a[0] != '-') {
+      out->pos.push_back(a);
+    } else {
+      *error = "unknown option " + a + " for '" + out->action + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ParseSizeArg(const std::string& what, const std::string& text, Json* out,
+                  std::string* error) {
+  auto v = ftl::util::ParseSize(text);
+  if (!v.ok()) {
+    *error = what + ": " + std::string(v.status().message());
+    return false;
+  }
+  *out = *v;
+  return true;
+}
+
+// NAME or VOL@NAME (with --volume VOL) into request fields.
+bool SnapshotName(const SubArgs& a, Json* request, std::string* error) {
+  if (a.pos.size() != 1) {
+    *error = "snapshot " + a.action + " needs exactly one NAME";
+    return false;
+  }
+  std::string name = a.pos[0];
+  std::string volume = a.opts.count("volume") ? a.opts.at("volume") : "";
+  if (auto at = name.find('@'); at != std::string::npos) {
+    if (a.opts.count("volume")) {
+      *error = "give either VOL@NAME or --volume VOL, not both";
+      return false;
+    }
+    volume = name.substr(0, at);
+    name = name.substr(at + 1);
+  }
+  (*request)["name"] = name;
+  if (!volume.empty()) (*request)["volume"] = volume;
+  return true;
+}
+
+// Reads a batch file ("-" = stdin): one JSON object per line; blank lines
+// and lines starting with '#' are skipped.
+bool ReadBatch(const std::string& path, Json* ops, std::string* error) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path);
+    if (!file) {
+      *error = path + ": " + std::strerror(errno);
+      return false;
+    }
+    in = &file;
+  }
+  *ops = Json::array();
+  std::string line;
+  for (int n = 1; std::getline(*in, line); ++n) {
+    std::string where = (path == "-" ? std::string("stdin") : path) + ":" + std::to_string(n);
+    size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    Json op = Json::parse(line, nullptr, false);
+    if (op.is_discarded() || !op.is_object()) {
+      *error = where + ": not a JSON object";
+      return false;
+    }
+    std::string kind = op.value("op", std::string());
+    if (kind != "clone" && kind != "move") {
+      *error = where + ": \"op\" must be \"clone\" or \"move\"";
+      return false;
+    }
+    for (const char* key : {"src", "dst", "len"}) {
+      if (!op.contains(key)) {
+        *error = where + ": missing \"" + key + "\"";
+        return false;
+      }
+      const Json& v = op[key];
+      if (v.is_string()) {
+        if (auto p = ftl::util::ParseSize(v.get<std::string>()); !p.ok()) {
+          *error = where + ": \"" + key + "\": " + std::string(p.status().message());
+          return false;
+        }
+      } else if (!v.is_number_unsigned()) {
+        *error = where + ": \"" + key + "\" must be a byte count or a size like \"1M\"";
+        return false;
+      }
+    }
+    for (const auto& [k, v] : op.items()) {
+      if (k != "op" && k != "src" && k != "dst" && k != "len" && k != "from" && k != "to") {
+        *error = where + ": unknown field \"" + k + "\"";
+        return false;
+      }
+    }
+    ops->push_back(op);
+  }
+  if (ops->empty()) {
+    *error = (path == "-" ? std::string("stdin") : path) + ": no operations";
+    return false;
+  }
+  return true;
+}
+
+// Builds the request for "snapshot ..." / "range ..."; false with `error`
+// on a usage problem.
+bool BuildSubRequest(const std::vector<std::string>& rest, Json* request, std::string* error) {
+  const std::string& cmd = rest[0];
+  if (rest.size() < 2) {
+    *error = cmd + " needs an action";
+    return false;
+  }
+  SubArgs a;
+  a.action = rest[1];
+  std::vector<std::string> args(rest.begin() + 2, rest.end());
+  *request = {{"cmd", cmd}, {"action", a.action}};
+  Json& r = *request;
+  auto parse = [&](std::set<std::string> values, std::set<std::string> flags) {
+    return ParseSubArgs(args, values, flags, &a, error);
+  };
+  auto no_pos = [&](size_t n, const std::string& usage) {
+    if (a.pos.size() != n) {
+      *error = "usage: ftlctl " + cmd + " " + a.action + " " + usage;
+      return false;
+    }
+    return true;
+  };
+  if (cmd == "snapshot") {
+    if (a.action == "create") {
+      if (!parse({"volume"}, {}) || !SnapshotName(a, request, error)) return false;
+    } else if (a.action == "list") {
+      if (!parse({"volume"}, {}) || !no_pos(0, "[--volume VOL]")) return false;
+      if (a.opts.count("volume")) r["volume"] = a.opts["volume"];
+    } else if (a.action == "delete" || a.action == "rollback") {
+      if (!parse({"volume"}, {"force"}) || !SnapshotName(a, request, error)) return false;
+      if (a.flags.count("force")) r["force"] = true;
+    } else if (a.action == "activate") {
+      if (!parse({"volume", "export"}, {"read-only"}) || !SnapshotName(a, request, error)) {
+        return false;
+      }
+      if (a.opts.count("export")) r["export"] = a.opts["export"];
+      if (a.flags.count("read-only")) r["read_only"] = true;
+    } else if (a.action == "deactivate") {
+      if (!parse({}, {}) || !no_pos(1, "EXPORT")) return false;
+      r["export"] = a.pos[0];
+    } else {
+      *error = "unknown snapshot action '" + a.action +
+               "' (create, list, delete, activate, deactivate, rollback)";
+      return false;
+    }
+    return true;
+  }
+  // range
+  if (a.action == "clone" || a.action == "move") {
+    if (!parse({"from", "to"}, {}) || !no_pos(3, "SRC DST LEN [--from X] [--to Y]")) {
+      return false;
+    }
+    if (!ParseSizeArg("SRC", a.pos[0], &r["src"], error) ||
+        !ParseSizeArg("DST", a.pos[1], &r["dst"], error) ||
+        !ParseSizeArg("LEN", a.pos[2], &r["len"], error)) {
+      return false;
+    }
+    if (a.opts.count("from")) r["from"] = a.opts["from"];
+    if (a.opts.count("to")) r["to"] = a.opts["to"];
+  } else if (a.action == "merge") {
+    if (!parse({"base", "dst", "len", "policy", "from", "to"}, {})) return false;
+    for (const char* key : {"base", "dst", "len"}) {
+      if (!a.opts.count(key)) {
+        *error = std::string("range merge needs --") + key;
+        return false;
+      }
+      if (!ParseSizeArg(std::string("--") + key, a.opts[key], &r[key], error)) return false;
+    }
+    if (a.pos.empty()) {
+      *error = "range merge needs at least one SRC offset";
+      return false;
+    }
+    r["sources"] = Json::array();
+    for (const std::string& p : a.pos) {
+      Json v;
+      if (!ParseSizeArg("SRC", p, &v, error)) return false;
+      r["sources"].push_back(v);
+    }
+    std::string policy = a.opts.count("policy") ? a.opts["policy"] : "fail";
+    if (policy != "fail" && policy != "first" && policy != "last") {
+      *error = "--policy must be fail, first or last";
+      return false;
+    }
+    r["policy"] = policy;
+    if (a.opts.count("from")) r["from"] = a.opts["from"];
+    if (a.opts.count("to")) r["to"] = a.opts["to"];
+  } else if (a.action == "attr") {
+    if (!parse({"volume"}, {}) ||
+        !no_pos(3, "OFF LEN immutable|mutable|persistent|non-persistent [--volume VOL]")) {
+      return false;
+    }
+    if (!ParseSizeArg("OFF", a.pos[0], &r["offset"], error) ||
+        !ParseSizeArg("LEN", a.pos[1], &r["length"], error)) {
+      return false;
+    }
+    static const std::set<std::string> kAttrs = {"immutable", "mutable", "persistent",
+                                                  "non-persistent"};
+    if (!kAttrs.count(a.pos[2])) {
+      *error = "attribute must be immutable, mutable, persistent or non-persistent";
+      return false;
+    }
+    r["attr"] = a.pos[2];
+    if (a.opts.count("volume")) r["volume"] = a.opts["volume"];
+  } else if (a.action == "attrs") {
+    if (!parse({"volume"}, {}) || !no_pos(0, "[--volume VOL]")) return false;
+    if (a.opts.count("volume")) r["volume"] = a.opts["volume"];
+  } else if (a.action == "batch") {
+    if (!parse({}, {}) || !no_pos(1, "FILE|-")) return false;
+    if (!ReadBatch(a.pos[0], &r["ops"], error)) return false;
+  } else {
+    *error = "unknown range action '" + a.action +
+             "' (clone, move, merge, attr, attrs, batch)";
+    return false;
+  }
+  return true;
+}
+
+// An offset or length exactly, in the largest binary unit that divides it.
+std::string Exact(uint64_t n) {
+  static const std::pair<uint64_t, const char*> kUnits[] = {
+      {1ull << 40, "T"}, {1ull << 30, "G"}, {1ull << 20, "M"}, {1ull << 10, "K"}};
+  for (const auto& [unit, suffix] : kUnits) {
+    if (n != 0 && n % unit == 0) return std::to_string(n / unit) + suffix;
+  }
+  return std::to_string(n);
+}
+
+std::string LocalTime(uint64_t unix_ns) {
+  if (unix_ns == 0) return "-";
+  time_t t = time_t(unix_ns / 1000000000ull);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
+  return buf;
+}
+
+std::string Str(const Json& j, const char* key, const std::string& none = "-") {
+  if (!j.contains(key) || j[key].is_null()) return none;
+  if (j[key].is_string()) {
+    std::string s = j[key].get<std::string>();
+    return s.empty() ? none : s;
+  }
+  return j[key].dump();
+}
+
+uint64_t U64(const Json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+}
+
+// Prints rows of cells aligned under a header.
+void PrintRows(const std::vector<std::string>& header,
+               const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) {
+    std::cout << "(none)\n";
+    return;
+  }
+  std::vector<size_t> width;
+  for (const auto& h : header) width.push_back(h.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  auto emit = [&](const std::vector<std::string>& line) {
+    std::string out;
+    for (size_t i = 0; i < line.size(); ++i) {
+      out += line[i];
+      if (i + 1 < line.size()) out += std::string(width[i] - line[i].size() + 2, ' ');
+    }
+    std::cout << out << "\n";
+  };
+  emit(header);
+  for (const auto& row : rows) emit(row);
+}
+
+void PrintSnapshots(const Json& list) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Json& s : list) {
+    rows.push_back({Str(s, "name"), Str(s, "volume"), LocalTime(U64(s, "created_unix_ns")),
+                    std::to_string(U64(s, "seq")), Str(s, "parent"),
+                    ftl::util::FormatSize(U64(s, "exclusive_bytes")),
+                    ftl::util::FormatSize(U64(s, "size_bytes")), Str(s, "active_export")});
+  }
+  PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORT"},
+            rows);
+}
+
+void PrintAttrs(const Json& reply) {
+  std::cout << "volume " << Str(reply, "volume") << "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const Json& a : reply.value("attrs", Json::array())) {
+    uint64_t off = U64(a, "offset"), len = U64(a, "length");
+    std::vector<std::string> what;
+    if (a.value("immutable", false)) what.push_back("immutable");
+    if (a.value("non_persistent", false)) what.push_back("non-persistent");
+    std::string attrs;
+    for (const auto& w : what) attrs += (attrs.empty() ? "" : ", ") + w;
+    rows.push_back({Exact(off), Exact(off + len), ftl::util::FormatSize(len),
+                    attrs.empty() ? "-" : attrs});
+  }
+  PrintRows({"OFFSET", "END", "LENGTH", "ATTRIBUTES"}, rows);
+}
+
+std::string Tree(const Json& request, const char* key) {
+  std::string t = Str(request, key, "");
+  return t.empty() ? "primary volume" : t;
+}
+
+// Prints a successful reply to a snapshot/range request; returns the exit
+// status (a merge that hit conflicts under policy fail is 1).
+int PrintSub(const Json& request, const Json& reply, const std::string& line, bool json) {
+  std::string cmd = request["cmd"], action = request["action"];
+  bool merge_failed = cmd == "range" && action == "merge" && !reply.value("applied", true);
+  if (merge_failed) {
+    const Json& c = reply["conflicts"];
+    std::cerr << "ftlctl: range merge: " << c.size()
+              << " conflicting block(s), nothing changed; offsets from the range start:";
+    size_t shown = 0;
+    for (const Json& o : c) {
+      if (++shown > 64) {
+        std::cerr << " ... (" << c.size() - 64 << " more; --json lists all)";
+        break;
+      }
+      std::cerr << " " << o.get<uint64_t>();
+    }
+    std::cerr << "\n";
+  }
+  if (json) {
+    std::cout << line << "\n";
+    return merge_failed ? 1 : 0;
+  }
+  if (merge_failed) return 1;
+  if (cmd == "snapshot") {
+    if (action == "create") {
+      const Json& s = reply["snapshot"];
+      std::cout << "created snapshot " << Str(s, "ref") << " (seq " << U64(s, "seq") << ", "
+                << ftl::util::FormatSize(U64(s, "size_bytes")) << ")\n";
+    } else if (action == "list") {
+      PrintSnapshots(reply["snapshots"]);
+    } else if (action == "delete") {
+      for (const Json& v : reply.value("deactivated", Json::array())) {
+        std::cout << "deactivated " << v.get<std::string>() << "\n";
+      }
+      std::cout << "deleted snapshot " << Str(reply, "deleted") << "\n";
+    } else if (action == "activate") {
+      const Json& e = reply["export"];
+      std::cout << "activated " << Str(reply, "snapshot") << " as export '" << Str(e, "name")
+                << "' (" << ftl::util::FormatSize(U64(e, "size_bytes")) << ", "
+                << (e.value("read_only", false) ? "read-only" : "writable") << ")\n";
+    } else if (action == "deactivate") {
+      std::cout << "deactivated export '" << Str(reply, "deactivated") << "' (volume "
+                << Str(reply, "volume") << ")\n";
+    } else if (action == "rollback") {
+      std::cout << "rolled back " << Str(reply, "volume") << " to " << Str(reply, "snapshot");
+      if (U64(reply, "clients_connected") > 0) {
+        std::cout << " (" << U64(reply, "clients_connected") << " client(s) connected)";
+      }
+      std::cout << "\n";
+    }
+    return 0;
+  }
+  if (action == "clone" || action == "move") {
+    std::cout << (action == "clone" ? "cloned " : "moved ")
+              << ftl::util::FormatSize(U64(request, "len")) << ": " << Tree(request, "from")
+              << " " << Exact(U64(request, "src")) << " -> " << Tree(request, "to") << " "
+              << Exact(U64(request, "dst")) << "\n";
+  } else if (action == "batch") {
+    std::cout << "applied " << U64(reply, "ops") << " operation(s) atomically\n";
+  } else if (action == "merge") {
+    std::cout << "merged " << U64(reply, "blocks") << " block(s) into "
+              << Tree(request, "to") << " " << Exact(U64(request, "dst")) << " (policy "
+              << Str(reply, "policy") << ")\n";
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"base " + Exact(U64(request, "base")), Count(U64(reply, "unchanged"))});
+    for (const Json& t : reply.value("taken", Json::array())) {
+      rows.push_back({"source " + Exact(U64(t, "source")), Count(U64(t, "blocks"))});
+    }
+    PrintRows({"FROM", "BLOCKS"}, rows);
+    size_t conflicts = reply.value("conflicts", Json::array()).size();
+    if (conflicts > 0) std::cout << conflicts << " conflict(s) resolved by policy\n";
+  } else if (action == "attr" || action == "attrs") {
+    PrintAttrs(reply);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,8 +804,16 @@ int main(int argc, char** argv) {
   }
   if (rest.empty()) return Usage("missing COMMAND");
 
+  bool sub = rest[0] == "snapshot" || rest[0] == "range";
   Json request = {{"cmd", rest[0]}};
-  for (size_t i = 1; i < rest.size(); ++i) {
+  if (sub) {
+    std::string error;
+    if (!BuildSubRequest(rest, &request, &error)) {
+      std::cerr << "ftlctl: " << error << "\n";
+      return 2;
+    }
+  }
+  for (size_t i = 1; !sub && i < rest.size(); ++i) {
     const std::string& a = rest[i];
     auto eq = a.find('=');
     if (eq != std::string::npos && eq > 0) {
@@ -371,10 +842,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   bool ok = reply.value("ok", false);
+  if (sub && ok) return PrintSub(request, reply, line, json);
   if (json) {
     std::cout << line << "\n";
   } else if (!ok) {
-    std::cerr << "ftlctl: " << rest[0] << ": " << reply.value("error", std::string("failed"))
+    std::cerr << "ftlctl: " << (sub ? rest[0] + " " + rest[1] : rest[0]) << ": "
+              << reply.value("error", std::string("failed"))
               << "\n";
   } else {
     PrintHuman(rest[0], reply);
