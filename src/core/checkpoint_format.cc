@@ -28,10 +28,14 @@ void EncodeNodes(const MapState& state, Encoder& e,
       const auto* l = static_cast<const map::Leaf*>(n);
       ne.U8(0);
       ne.U16(l->count);
+      uint64_t prev_end = 0;
+      int64_t prev_vba = 0;
       for (int i = 0; i < l->count; ++i) {
-        ne.U32(l->e[i].lba);
-        ne.U32(l->e[i].len);
-        ne.U32(l->e[i].vba);
+        ne.Varint(l->e[i].lba - prev_end);
+        ne.Varint(l->e[i].len);
+        ne.Svarint(int64_t(l->e[i].vba) - prev_vba);
+        prev_end = l->e[i].end();
+        prev_vba = int64_t(l->e[i].vba) + l->e[i].len;
       }
     } else {
       const auto* in = static_cast<const map::Inner*>(n);
@@ -39,9 +43,11 @@ void EncodeNodes(const MapState& state, Encoder& e,
       for (int i = 0; i < in->count; ++i) kids[i] = emit(in->kid[i]);
       ne.U8(1);
       ne.U16(in->count);
+      int64_t prev_key = 0;
       for (int i = 0; i < in->count; ++i) {
-        ne.U32(in->key[i]);
-        ne.U32(kids[i]);
+        ne.Svarint(int64_t(in->key[i]) - prev_key);
+        ne.Varint(count - kids[i]);  // how far back the child is
+        prev_key = in->key[i];
       }
     }
     (*ids)[n] = count;
@@ -87,7 +93,22 @@ std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& 
     e.U64(v->size_blocks);
     e.U32(v->tree.root() ? ids[v->tree.root()] : uint32_t(-1));
     e.U64(v->tree.mapped_blocks());
+    e.U8(uint8_t(v->kind));
+    e.U8(v->read_only ? 1 : 0);
+    e.U32(v->origin);
+    e.String(v->origin_name);
+    e.U32(v->parent);
+    e.U64(v->created_ns);
+    e.U64(v->seq);
+    std::vector<clone::AttrRange> attrs = v->attrs.All();
+    e.U32(uint32_t(attrs.size()));
+    for (const clone::AttrRange& a : attrs) {
+      e.U32(a.lba);
+      e.U32(a.count);
+      e.U8(a.bits);
+    }
   }
+  e.U32(state.next_tree_id());
   std::vector<std::byte> out;
   out.reserve(kHeaderBytes + body.size());
   Encoder h(&out);
@@ -105,7 +126,9 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
                                                   const log::Uuid& uuid, MapState* state) {
   Decoder h(bytes);
   if (h.U64() != kCheckpointMagic) return absl::DataLossError("checkpoint: bad magic");
-  if (h.U32() != kCheckpointVersion) return absl::DataLossError("checkpoint: unknown version");
+  const uint32_t version = h.U32();
+  if (version < 1 || version > kCheckpointVersion)
+    return absl::DataLossError("checkpoint: unknown version");
   auto id = h.Bytes(16);
   if (!h.ok() || std::memcmp(id.data(), uuid.data(), 16) != 0)
     return absl::DataLossError("checkpoint: belongs to another pool");
@@ -175,10 +198,25 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
       map::Leaf* l = map::ExtentTree::NewLeaf(state->tree_context());
       l->refs = 0;
       l->count = n;
+      uint64_t prev_end = 0;
+      int64_t prev_vba = 0;
       for (int k = 0; k < n; ++k) {
-        l->e[k].lba = d.U32();
-        l->e[k].len = d.U32();
-        l->e[k].vba = d.U32();
+        if (version >= 2) {
+          uint64_t lba = prev_end + d.Varint();
+          uint64_t len = d.Varint();
+          int64_t vba = prev_vba + d.Svarint();
+          if (lba + len > UINT32_MAX || vba < 0 || vba > INT64_C(0xffffffff)) {
+            nodes.push_back(l);
+            return fail("bad extent");
+          }
+          l->e[k] = {Bno(lba), Bno(len), Bno(vba)};
+          prev_end = lba + len;
+          prev_vba = vba + int64_t(len);
+        } else {
+          l->e[k].lba = d.U32();
+          l->e[k].len = d.U32();
+          l->e[k].vba = d.U32();
+        }
         if (uint64_t(l->e[k].vba) + l->e[k].len > nvba) {
           nodes.push_back(l);
           return fail("extent names an unknown VBA");
@@ -191,9 +229,21 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
       in->refs = 0;
       in->count = n;
       nodes.push_back(in);
+      int64_t prev_key = 0;
       for (int k = 0; k < n; ++k) {
-        in->key[k] = d.U32();
-        uint32_t child = d.U32();
+        uint32_t child;
+        if (version >= 2) {
+          int64_t key = prev_key + d.Svarint();
+          uint64_t back = d.Varint();
+          if (key < 0 || key > INT64_C(0xffffffff) || back == 0 || back > i)
+            return fail("bad inner node entry");
+          in->key[k] = Bno(key);
+          prev_key = key;
+          child = uint32_t(i - back);
+        } else {
+          in->key[k] = d.U32();
+          child = d.U32();
+        }
         if (child >= i) return fail("child index not before parent");
         in->kid[k] = nodes[child];
         ++nodes[child]->refs;
@@ -210,6 +260,13 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     uint64_t size;
     uint32_t root;
     uint64_t mapped;
+    uint8_t kind = 0;
+    bool read_only = false;
+    uint32_t origin = kNoTree;
+    std::string origin_name;
+    uint32_t parent = kNoTree;
+    uint64_t created_ns = 0, seq = 0;
+    std::vector<clone::AttrRange> attrs;
   };
   std::vector<VolIn> vols;
   for (uint32_t i = 0; i < nvol && d.ok(); ++i) {
@@ -219,12 +276,32 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     v.size = d.U64();
     v.root = d.U32();
     v.mapped = d.U64();
+    if (version >= 2) {
+      v.kind = d.U8();
+      v.read_only = d.U8() != 0;
+      v.origin = d.U32();
+      v.origin_name = d.String();
+      v.parent = d.U32();
+      v.created_ns = d.U64();
+      v.seq = d.U64();
+      uint32_t na = d.U32();
+      if (!d.ok() || v.kind > 1 || na > d.remaining() / 9) return fail("bad volume entry");
+      for (uint32_t k = 0; k < na; ++k) {
+        clone::AttrRange a;
+        a.lba = d.U32();
+        a.count = d.U32();
+        a.bits = d.U8();
+        if (uint64_t(a.lba) + a.count > v.size) return fail("attribute range out of bounds");
+        v.attrs.push_back(a);
+      }
+    }
     if (v.root != uint32_t(-1)) {
       if (v.root >= nodes.size()) return fail("bad root index");
       ++nodes[v.root]->refs;
     }
     vols.push_back(std::move(v));
   }
+  uint32_t next_tree_id = version >= 2 ? d.U32() : 1;
   if (!d.ok() || d.remaining() != 0) return fail("trailing or truncated body");
   for (map::Node* n : nodes) {
     if (n->refs == 0) return fail("unreferenced node");
@@ -239,7 +316,16 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
   for (VolIn& v : vols) {
     VolumeMeta* meta = state->AddVolume(v.id, v.name, v.size);
     if (v.root != uint32_t(-1)) meta->tree.AdoptRoot(nodes[v.root], v.mapped);
+    meta->kind = TreeKind(v.kind);
+    meta->read_only = v.read_only;
+    meta->origin = v.origin;
+    meta->origin_name = std::move(v.origin_name);
+    meta->parent = v.parent;
+    meta->created_ns = v.created_ns;
+    meta->seq = v.seq;
+    for (const clone::AttrRange& a : v.attrs) meta->attrs.Apply(a.lba, a.count, a.bits, 0);
   }
+  state->set_next_tree_id(std::max(state->next_tree_id(), next_tree_id));
   return out;
 }
 

@@ -12,11 +12,23 @@
 //   csums      := count u32 | u32{count}            (per physical block)
 //   nodes      := count u32 | node{count}           (children before parents)
 //   node       := kind u8 (0 leaf, 1 inner) | n u16
-//                 | leaf: (lba u32 | len u32 | vba u32){n}
-//                 | inner: (key u32 | child_index u32){n}
-//   volumes    := count u32 | (id u32 | name string | size_blocks u64
-//                 | root i32 (-1 empty) | mapped_blocks u64){count}
+//                 | leaf: (lba_gap varint | len varint | vba_delta svarint){n}
+//                 | inner: (key_delta svarint | child_back varint){n}
+//                 lba_gap = lba - end of the previous extent (0 first);
+//                 vba_delta = vba - (previous vba + previous len);
+//                 key_delta = key - previous key; child index = this
+//                 node's index - child_back. varint = LEB128, svarint =
+//                 zigzag LEB128. (Version 1: fixed u32 fields.)
+//   volumes    := count u32 | volume{count} | next_tree_id u32
+//   volume     := id u32 | name string | size_blocks u64
+//                 | root i32 (-1 empty) | mapped_blocks u64
+//                 | kind u8 (0 volume, 1 snapshot) | read_only u8
+//                 | origin u32 | origin_name string | parent u32
+//                 | created_ns u64 | seq u64
+//                 | attr_count u32 | (lba u32 | count u32 | bits u8){attr_count}
 //
+// Version 1 (format version 1) lacks everything after mapped_blocks and
+// next_tree_id; it still loads.
 // Nodes shared by several trees are written once, so a checkpoint is
 // proportional to distinct nodes. Validity bitmaps and live counts are not
 // stored: loading derives them from the VBA table.
@@ -31,7 +43,7 @@
 namespace ftl::core {
 
 inline constexpr uint64_t kCheckpointMagic = 0x54504b43444c5446ull;  // "FTLDCKPT"
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 // Serialises `state` as of `next_seq` (the first seq not covered).
 std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& uuid,

@@ -2,6 +2,11 @@
 
 #include <cassert>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "clone/range_clone.h"
+#include "ftl/snapshot.h"
+
 namespace ftl::core {
 
 MapState::MapState(uint32_t segment_count, uint32_t segment_blocks)
@@ -24,7 +29,20 @@ VolumeMeta* MapState::AddVolume(uint32_t id, const std::string& name, uint64_t s
   auto v = std::make_unique<VolumeMeta>(id, name, size_blocks, &ctx_);
   VolumeMeta* raw = v.get();
   volumes_[id] = std::move(v);
+  next_tree_id_ = std::max(next_tree_id_, id + 1);
   return raw;
+}
+
+const VolumeMeta* MapState::FindVolume(const std::string& name) const {
+  for (const auto& [id, v] : volumes_)
+    if (!v->is_snapshot() && v->name == name) return v.get();
+  return nullptr;
+}
+
+const VolumeMeta* MapState::FindSnapshot(const std::string& volume, const std::string& name) const {
+  for (const auto& [id, v] : volumes_)
+    if (v->is_snapshot() && v->origin_name == volume && v->name == name) return v.get();
+  return nullptr;
 }
 
 uint64_t MapState::mapped_blocks() const {
@@ -81,13 +99,16 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
         ApplyWrite(op.write, data, h.seq, mode);
         break;
       case log::OpType::kTrim:
-        if (VolumeMeta* v = volume(op.trim.vol)) {
+        if (VolumeMeta* v = volume(op.trim.vol); v && !v->is_snapshot()) {
           Bno end = Bno(std::min<uint64_t>(uint64_t(op.trim.lba) + op.trim.count, v->size_blocks));
           if (op.trim.lba < end) v->tree.Assign(op.trim.lba, end - op.trim.lba, kNoBlock);
         }
         break;
       case log::OpType::kReloc:
         ApplyReloc(op.reloc, data, mode);
+        break;
+      default:
+        ApplyNote(op, h.seq);
         break;
     }
     data += op.data_blocks();
@@ -155,6 +176,177 @@ void MapState::ApplyReloc(const log::RelocOp& r, Bno first_pba, ApplyMode mode) 
     csums_[pba] = b.csum;
     rebuild_dv_[b.vba] = b.data_seq;
   }
+}
+
+void MapState::ApplyNote(const log::Op& op, uint64_t seq) {
+  // Replay tolerates notes that no longer fit (ValidateNote ran before
+  // they were written), so a note never stops recovery.
+  switch (op.type) {
+    case log::OpType::kTree: {
+      VolumeMeta* src = volume(op.tree.src);
+      if (!src || volume(op.tree.id)) return;
+      VolumeMeta* t = AddVolume(op.tree.id, op.tree.name, src->size_blocks);
+      t->tree = src->tree.Share();
+      t->attrs = src->attrs;
+      t->created_ns = op.tree.time_ns;
+      t->seq = seq;
+      t->origin = src->id;
+      if (op.tree.kind == 1) {
+        t->kind = TreeKind::kSnapshot;
+        t->read_only = true;
+        t->origin_name = src->name;
+        t->parent = src->parent;
+        src->parent = t->id;
+      } else {
+        t->kind = TreeKind::kVolume;
+        t->read_only = op.tree.flags & 1;
+        t->parent = src->id;
+      }
+      break;
+    }
+    case log::OpType::kDrop: {
+      auto it = volumes_.find(op.drop);
+      if (it == volumes_.end()) return;
+      uint32_t up = it->second->parent;
+      for (auto& [id, v] : volumes_) {
+        if (v->parent == op.drop) v->parent = up;
+      }
+      volumes_.erase(it);
+      break;
+    }
+    case log::OpType::kRollback: {
+      VolumeMeta* v = volume(op.rollback.vol);
+      VolumeMeta* snap = volume(op.rollback.snap);
+      if (!v || !snap || v->is_snapshot() || !snap->is_snapshot()) return;
+      v->tree = snap->tree.Share();
+      v->attrs = snap->attrs;
+      v->parent = snap->id;
+      break;
+    }
+    case log::OpType::kClone: {
+      const log::CloneOp& c = op.clone;
+      VolumeMeta* src = volume(c.src);
+      VolumeMeta* dst = volume(c.dst);
+      if (!src || !dst || dst->is_snapshot()) return;
+      if (uint64_t(c.src_lba) + c.count > src->size_blocks ||
+          uint64_t(c.dst_lba) + c.count > dst->size_blocks)
+        return;
+      clone::CloneRange(src->tree, c.src_lba, &dst->tree, c.dst_lba, c.count, &vbas_);
+      break;
+    }
+    case log::OpType::kAttr: {
+      VolumeMeta* v = volume(op.attr.vol);
+      if (!v || v->is_snapshot() || uint64_t(op.attr.lba) + op.attr.count > v->size_blocks) return;
+      v->attrs.Apply(op.attr.lba, op.attr.count, op.attr.set, op.attr.clear);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+absl::Status MapState::ValidateNote(const log::Op& op) const {
+  auto range_ok = [](const VolumeMeta* v, Bno lba, Bno count) {
+    return uint64_t(lba) + count <= v->size_blocks;
+  };
+  auto writable = [&](const VolumeMeta* v, Bno lba, Bno count, const char* what) -> absl::Status {
+    if (v->is_snapshot())
+      return absl::InvalidArgumentError(absl::StrCat("snapshot ", v->origin_name, "@", v->name,
+                                                     " cannot be ", what));
+    if (v->read_only) return absl::PermissionDeniedError(absl::StrCat(v->name, " is read-only"));
+    if (!range_ok(v, lba, count))
+      return absl::OutOfRangeError(absl::StrFormat("range [%d, +%d) blocks is past the end of %s",
+                                                   lba, count, v->name));
+    if (v->attrs.Any(lba, count, log::kAttrImmutable))
+      return absl::PermissionDeniedError(
+          absl::StrFormat("range [%d, +%d) of %s is immutable", uint64_t(lba) * log::kBlock,
+                          uint64_t(count) * log::kBlock, v->name));
+    return absl::OkStatus();
+  };
+  switch (op.type) {
+    case log::OpType::kTree: {
+      const VolumeMeta* src = volume(op.tree.src);
+      if (!src) return absl::NotFoundError("source tree is gone");
+      std::string why;
+      if (!ValidCatalogName(op.tree.name, &why))
+        return absl::InvalidArgumentError(absl::StrCat("bad name '", op.tree.name, "': ", why));
+      if (op.tree.kind == 1) {
+        if (src->is_snapshot()) return absl::InvalidArgumentError("cannot snapshot a snapshot");
+        if (FindSnapshot(src->name, op.tree.name))
+          return absl::AlreadyExistsError(
+              absl::StrCat("snapshot ", src->name, "@", op.tree.name, " already exists"));
+      } else {
+        if (!src->is_snapshot()) return absl::InvalidArgumentError("only snapshots are activated");
+        if (FindVolume(op.tree.name))
+          return absl::AlreadyExistsError(absl::StrCat("volume ", op.tree.name, " already exists"));
+      }
+      return absl::OkStatus();
+    }
+    case log::OpType::kDrop: {
+      const VolumeMeta* v = volume(op.drop);
+      if (!v) return absl::NotFoundError("no such tree");
+      if (!v->is_snapshot() && v->origin == kNoTree)
+        return absl::FailedPreconditionError("the primary volume cannot be removed");
+      if (v->is_snapshot()) {
+        for (const auto& [id, o] : volumes_) {
+          if (!o->is_snapshot() && o->origin == v->id)
+            return absl::FailedPreconditionError(absl::StrCat(
+                "snapshot ", v->origin_name, "@", v->name, " is active as ", o->name));
+        }
+      }
+      return absl::OkStatus();
+    }
+    case log::OpType::kRollback: {
+      const VolumeMeta* v = volume(op.rollback.vol);
+      const VolumeMeta* s = volume(op.rollback.snap);
+      if (!v || v->is_snapshot()) return absl::NotFoundError("no such volume");
+      if (!s || !s->is_snapshot()) return absl::NotFoundError("no such snapshot");
+      if (s->origin != v->id)
+        return absl::InvalidArgumentError(
+            absl::StrCat("snapshot ", s->name, " was not taken of ", v->name));
+      if (v->read_only) return absl::PermissionDeniedError(absl::StrCat(v->name, " is read-only"));
+      return absl::OkStatus();
+    }
+    case log::OpType::kClone: {
+      const log::CloneOp& c = op.clone;
+      const VolumeMeta* src = volume(c.src);
+      const VolumeMeta* dst = volume(c.dst);
+      if (!src) return absl::NotFoundError("source volume or snapshot is gone");
+      if (!dst) return absl::NotFoundError("destination volume is gone");
+      if (!range_ok(src, c.src_lba, c.count))
+        return absl::OutOfRangeError(absl::StrFormat(
+            "source range [%d, +%d) is past the end of %s", uint64_t(c.src_lba) * log::kBlock,
+            uint64_t(c.count) * log::kBlock, src->name));
+      return writable(dst, c.dst_lba, c.count, "written");
+    }
+    case log::OpType::kTrim: {
+      const VolumeMeta* v = volume(op.trim.vol);
+      if (!v) return absl::NotFoundError("volume is gone");
+      return writable(v, op.trim.lba, op.trim.count, "changed");
+    }
+    case log::OpType::kAttr: {
+      const VolumeMeta* v = volume(op.attr.vol);
+      if (!v || v->is_snapshot()) return absl::NotFoundError("no such volume");
+      if (!range_ok(v, op.attr.lba, op.attr.count))
+        return absl::OutOfRangeError(absl::StrCat("range is past the end of ", v->name));
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError("not a note op");
+  }
+}
+
+uint64_t MapState::DropNonPersistent() {
+  uint64_t dropped = 0;
+  for (auto& [id, v] : volumes_) {
+    if (v->is_snapshot()) continue;
+    for (const clone::AttrRange& r : v->attrs.With(log::kAttrNonPersistent)) {
+      uint64_t before = v->tree.mapped_blocks();
+      v->tree.Assign(r.lba, r.count, kNoBlock);
+      dropped += before - v->tree.mapped_blocks();
+    }
+  }
+  return dropped;
 }
 
 }  // namespace ftl::core

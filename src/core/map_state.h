@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "clone/attr_map.h"
 #include "log/log_format.h"
 #include "log/segment_table.h"
 #include "map/extent_tree.h"
@@ -23,13 +25,32 @@ namespace ftl::core {
 using log::Bno;
 using log::kNoBlock;
 
+inline constexpr uint32_t kNoTree = UINT32_MAX;
+
+enum class TreeKind : uint8_t { kVolume = 0, kSnapshot = 1 };
+
+// One tree of the catalogue: a volume (writable unless read_only) or a
+// snapshot (frozen). Volumes and snapshots share one id space.
 struct VolumeMeta {
   uint32_t id = 0;
   std::string name;
   uint64_t size_blocks = 0;
   map::ExtentTree tree;
+  TreeKind kind = TreeKind::kVolume;
+  bool read_only = false;
+  // Snapshot: the volume it was taken of. Volume: the snapshot it was
+  // activated from (kNoTree for the primary).
+  uint32_t origin = kNoTree;
+  std::string origin_name;  // snapshot: that volume's name (kept if it goes)
+  // Lineage. Snapshot: the snapshot it descends from. Volume: its base, the
+  // newest snapshot in its line (taken of it, activated from or rolled back to).
+  uint32_t parent = kNoTree;
+  uint64_t created_ns = 0;
+  uint64_t seq = 0;  // seq of the note that created it (0: format)
+  clone::AttrMap attrs;
   VolumeMeta(uint32_t i, std::string n, uint64_t blocks, map::TreeContext* ctx)
       : id(i), name(std::move(n)), size_blocks(blocks), tree(ctx) {}
+  bool is_snapshot() const { return kind == TreeKind::kSnapshot; }
 };
 
 enum class ApplyMode {
@@ -52,7 +73,23 @@ class MapState {
   VolumeMeta* volume(uint32_t id);
   const VolumeMeta* volume(uint32_t id) const;
   VolumeMeta* AddVolume(uint32_t id, const std::string& name, uint64_t size_blocks);
+  // Every tree, volumes and snapshots, by id.
   const std::map<uint32_t, std::unique_ptr<VolumeMeta>>& volumes() const { return volumes_; }
+  // A volume (not a snapshot) by name, or nullptr.
+  const VolumeMeta* FindVolume(const std::string& name) const;
+  // The snapshot `name` taken of volume `volume`, or nullptr.
+  const VolumeMeta* FindSnapshot(const std::string& volume, const std::string& name) const;
+  uint32_t next_tree_id() const { return next_tree_id_; }
+  void set_next_tree_id(uint32_t id) { next_tree_id_ = id; }
+
+  // Checks that a note op can apply to the current state (trees exist and
+  // have the right kind, ranges in bounds, names free, targets writable).
+  // The committer calls it right before writing the note, so the check and
+  // the apply see the same state.
+  absl::Status ValidateNote(const log::Op& op) const;
+  // Unmaps every non-persistent range of every volume (crash recovery).
+  // Returns the blocks unmapped.
+  uint64_t DropNonPersistent();
 
   uint32_t block_csum(Bno pba) const { return csums_[pba]; }
   std::vector<uint32_t>& block_csums() { return csums_; }
@@ -75,11 +112,13 @@ class MapState {
  private:
   void ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode);
   void ApplyReloc(const log::RelocOp& r, Bno first_pba, ApplyMode mode);
+  void ApplyNote(const log::Op& op, uint64_t seq);
 
   log::SegmentTable segs_;
   map::VbaTable vbas_;
   map::TreeContext ctx_;
   std::map<uint32_t, std::unique_ptr<VolumeMeta>> volumes_;
+  uint32_t next_tree_id_ = 1;
   std::vector<uint32_t> csums_;  // per physical block
   // kRebuild only: data version (seq) of each VBA's current copy.
   std::vector<uint64_t> rebuild_dv_;

@@ -54,7 +54,8 @@ uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 uint32_t Request::data_blocks() const {
   uint32_t n = 0;
-  for (const ReqOp& op : ops) n += op.type == log::OpType::kTrim ? 0 : op.count;
+  for (const ReqOp& op : ops)
+    if (op.type == log::OpType::kWrite || op.type == log::OpType::kReloc) n += op.count;
   return n;
 }
 
@@ -65,6 +66,7 @@ size_t Request::payload_bytes() const {
       case log::OpType::kWrite: n += 13 + 8 * size_t(op.count); break;
       case log::OpType::kTrim: n += 13; break;
       case log::OpType::kReloc: n += 5 + 28 * op.reloc.size(); break;
+      default: n += log::OpPayloadBytes(op.note); break;
     }
   }
   return n;
@@ -90,7 +92,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoFormat(std::shared_ptr<Med
   log::Superblock sb;
   sb.uuid = log::NewUuid();
   sb.segment_blocks = uint32_t(f.segment_bytes / kBlockSize);
-  sb.ckpt_slot_blocks = uint32_t(AlignUp(65536 + 32 * physical_est, kBlockSize) / kBlockSize);
+  sb.ckpt_slot_blocks = uint32_t(AlignUp(65536 + 64 * physical_est, kBlockSize) / kBlockSize);
   sb.data_offset = AlignUp((2 + 2 * uint64_t(sb.ckpt_slot_blocks)) * kBlockSize, 1 << 20);
   uint64_t segs = size > sb.data_offset ? (size - sb.data_offset) / f.segment_bytes : 0;
   if (segs < kMinSegments) {
@@ -159,6 +161,10 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media
            [&] {
              if (pool->read_only_) return absl::OkStatus();
              pool->sb_.clean = false;
+             // Opening upgrades an older format: from now on records may
+             // carry ops it lacks.
+             pool->sb_.format_version = log::kFormatVersion;
+             pool->geo_.format_version = log::kFormatVersion;
              return pool->WriteSuperblock();
            }},
           {"start threads",
@@ -228,6 +234,16 @@ absl::Status PoolImpl::WriteSuperblock() {
   return SyncMedia();
 }
 
+void PoolImpl::DropScratch() {
+  // Non-persistent ranges lose their content in a crash (range.h); the
+  // checkpoints written right after recovery make that durable.
+  uint64_t n = state_->DropNonPersistent();
+  if (n > 0) {
+    open_report_ += absl::StrFormat("; %d blocks of non-persistent ranges dropped", n);
+    util::Logger("core")->info("dropped {} blocks of non-persistent ranges", n);
+  }
+}
+
 absl::Status PoolImpl::LoadCheckpointOrRebuild() {
   auto log = util::Logger("core");
   int order[2] = {sb_.newest_slot, 1 - sb_.newest_slot};
@@ -267,6 +283,7 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
     } else {
       if (absl::Status s = RollForward(loaded->next_seq); !s.ok()) return s;
       if (slot != sb_.newest_slot) open_report_ += absl::StrCat(" (fell back to checkpoint slot ", slot, ")");
+      DropScratch();
     }
     last_written_seq_ = next_seq_ - 1;
     durable_seq_ = next_seq_ - 1;
@@ -281,6 +298,7 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
   }
   log->warn("no usable checkpoint; rebuilding the map from the log alone");
   if (absl::Status s = RebuildFromLog(); !s.ok()) return s;
+  DropScratch();
   last_written_seq_ = next_seq_ - 1;
   durable_seq_ = next_seq_ - 1;
   for (int i = 0; i < 2 && !read_only_; ++i)
@@ -429,9 +447,11 @@ absl::Status PoolImpl::RebuildFromLog() {
 }
 
 void PoolImpl::StartThreads(const OpenOptions& o) {
-  for (const auto& [id, v] : state_->volumes()) {
-    volumes_.push_back(
-        std::make_unique<VolumeImpl>(this, id, v->name, v->size_blocks, read_only_));
+  RefreshVolumes();
+  if (last_ckpt_size_ == 0) {
+    last_ckpt_size_ = sb_.slots[sb_.newest_slot].bytes;
+    last_ckpt_leaves_ = leaves_now_.load();
+    last_ckpt_inners_ = inners_now_.load();
   }
   ckpt_interval_ = o.checkpoint_interval;
   auto_checkpoint_ = o.auto_checkpoint;
@@ -493,9 +513,12 @@ absl::Status PoolImpl::Close() {
 
 absl::Status PoolImpl::DoCheckpoint() {
   std::vector<std::byte> ck;
+  uint64_t ck_leaves, ck_inners;
   {
     absl::ReaderMutexLock l(&map_mu_);
     ck = EncodeCheckpoint(*state_, sb_.uuid, next_seq_);
+    ck_leaves = state_->tree_context()->leaves;
+    ck_inners = state_->tree_context()->inners;
   }
   uint64_t cap = uint64_t(sb_.ckpt_slot_blocks) * kBlockSize;
   if (ck.size() > cap) {
@@ -517,6 +540,9 @@ absl::Status PoolImpl::DoCheckpoint() {
   while (d < covered && !durable_seq_.compare_exchange_weak(d, covered)) {
   }
   gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
+  last_ckpt_size_ = ck.size();
+  last_ckpt_leaves_ = ck_leaves;
+  last_ckpt_inners_ = ck_inners;
   ++ckpt_count_;
   ckpt_bytes_ += buf.size();
   last_ckpt_ = std::chrono::steady_clock::now();
@@ -556,14 +582,80 @@ absl::Status PoolImpl::SyncMedia() {
 
 std::vector<std::string> PoolImpl::VolumeNames() const {
   std::vector<std::string> out;
-  for (const auto& v : volumes_) out.push_back(v->name());
+  absl::MutexLock l(&vols_mu_);
+  for (const auto& [id, v] : volumes_)
+    if (!v->gone()) out.push_back(v->name());
   return out;
 }
 
 Volume* PoolImpl::GetVolume(const std::string& name) {
-  for (auto& v : volumes_)
-    if (v->name() == name) return v.get();
+  absl::MutexLock l(&vols_mu_);
+  for (auto& [id, v] : volumes_)
+    if (!v->gone() && v->name() == name) return v.get();
   return nullptr;
+}
+
+Volume* PoolImpl::PrimaryVolume() {
+  absl::MutexLock l(&vols_mu_);
+  auto it = volumes_.find(0);
+  return it == volumes_.end() ? nullptr : it->second.get();
+}
+
+void PoolImpl::RefreshVolumes() {
+  struct Live {
+    uint32_t id;
+    std::string name;
+    uint64_t size;
+    bool ro;
+    bool immutable;
+  };
+  std::vector<Live> live;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    for (const auto& [id, v] : state_->volumes()) {
+      if (v->is_snapshot()) continue;
+      live.push_back({id, v->name, v->size_blocks, read_only_ || v->read_only,
+                      (v->attrs.union_bits() & log::kAttrImmutable) != 0});
+    }
+    leaves_now_ = state_->tree_context()->leaves;
+    inners_now_ = state_->tree_context()->inners;
+  }
+  absl::MutexLock l(&vols_mu_);
+  size_t k = 0;
+  for (auto& [id, v] : volumes_) {
+    while (k < live.size() && live[k].id < id) ++k;
+    if (k == live.size() || live[k].id != id) v->MarkGone();
+  }
+  for (const Live& lv : live) {
+    auto it = volumes_.find(lv.id);
+    if (it == volumes_.end() || it->second->gone()) {
+      // A reused id (after a drop) gets a fresh object; the old one stays.
+      if (it != volumes_.end()) graveyard_.push_back(std::move(it->second));
+      auto v = std::make_unique<VolumeImpl>(this, lv.id, lv.name, lv.size, lv.ro);
+      it = volumes_.insert_or_assign(lv.id, std::move(v)).first;
+    }
+    it->second->SetHasImmutable(lv.immutable);
+  }
+}
+
+bool PoolImpl::RangeImmutable(uint32_t vol, Bno lba, Bno n) {
+  absl::ReaderMutexLock l(&map_mu_);
+  const VolumeMeta* v = state_->volume(vol);
+  return v && v->attrs.Any(lba, n, log::kAttrImmutable);
+}
+
+absl::Status PoolImpl::CheckMetadataRoom(uint64_t reserve_bytes) const {
+  uint64_t cap = uint64_t(sb_.ckpt_slot_blocks) * kBlockSize;
+  // New nodes since the last checkpoint at their largest encoding.
+  uint64_t leaves = leaves_now_, inners = inners_now_;
+  uint64_t grown = (leaves > last_ckpt_leaves_ ? leaves - last_ckpt_leaves_ : 0) * 15 * map::kLeafCap +
+                   (inners > last_ckpt_inners_ ? inners - last_ckpt_inners_ : 0) * 10 * map::kInnerCap;
+  uint64_t estimate = last_ckpt_size_ + grown;
+  if (estimate + reserve_bytes <= cap) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "metadata area full: the map needs about %d of %d bytes of checkpoint space; delete "
+      "snapshots or clones, or reformat with more space",
+      estimate, cap));
 }
 
 PoolStats PoolImpl::Stats() const {
@@ -586,6 +678,12 @@ PoolStats PoolImpl::Stats() const {
     s.mapped_blocks = state_->mapped_blocks();
   }
   s.next_seq = last_written_seq_ + 1;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    for (const auto& [id, v] : state_->volumes()) s.snapshots += v->is_snapshot() ? 1 : 0;
+  }
+  s.metadata_bytes = last_ckpt_size_;
+  s.metadata_capacity = uint64_t(sb_.ckpt_slot_blocks) * kBlockSize;
   s.cleaner_state = cleaner_ ? cleaner_->state() : "stopped";
   return s;
 }

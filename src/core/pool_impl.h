@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,6 +40,7 @@ class PoolImpl;
 // One operation of a request, before VBAs are chosen.
 struct ReqOp {
   log::OpType type = log::OpType::kWrite;
+  log::Op note;  // note ops (kTree .. kAttr); kTrim in a note request too
   uint32_t vol = 0;
   Bno lba = 0;
   Bno count = 0;
@@ -55,15 +57,29 @@ struct Request {
   // A part of a write larger than the atomic size: the writer may cut it at
   // a segment boundary (it was never atomic as a whole).
   bool splittable = false;
+  // A metadata request: its ops are notes (plus the TRIMs of a move). The
+  // committer validates them against the current state right before writing
+  // (MapState::ValidateNote) and never mixes them with data writes in one
+  // record (a write's VBA choice must see the notes before it).
+  bool note = false;
+  // A catalogue change (TREE, DROP, ROLLBACK, ATTR): committed alone.
+  bool barrier = false;
   std::function<void(absl::Status)> done;
   uint32_t data_blocks() const;
   size_t payload_bytes() const;
+  // Batch class: 0 data, 1 range notes, 2 catalogue (alone).
+  int batch_class() const { return note ? (barrier ? 2 : 1) : 0; }
 };
 
 class VolumeImpl : public Volume {
  public:
   VolumeImpl(PoolImpl* pool, uint32_t id, std::string name, uint64_t size_blocks, bool ro)
       : pool_(pool), id_(id), name_(std::move(name)), size_blocks_(size_blocks), ro_(ro) {}
+  // Set once the volume is removed: every request fails with Unavailable.
+  void MarkGone() { gone_.store(true); }
+  bool gone() const { return gone_.load(std::memory_order_relaxed); }
+  // Whether some range is immutable (then writes consult the attributes).
+  void SetHasImmutable(bool v) { has_immutable_.store(v); }
   const std::string& name() const override { return name_; }
   uint64_t size_bytes() const override { return size_blocks_ * kBlockSize; }
   bool read_only() const override { return ro_; }
@@ -84,6 +100,8 @@ class VolumeImpl : public Volume {
 
  private:
   absl::Status CheckRange(uint64_t offset, uint64_t length, bool is_write) const;
+  // Gone, read-only and immutable-range checks of a change to the range.
+  absl::Status CheckWritable(uint64_t offset, uint64_t length) const;
   // Builds the requests for whole-block writes of [first, first+n) from
   // `data`, split at the atomic size; `done` runs once all parts are
   // applied. The requests are appended to `out` for Pool::Submit.
@@ -95,6 +113,8 @@ class VolumeImpl : public Volume {
   std::string name_;
   uint64_t size_blocks_;
   bool ro_;
+  std::atomic<bool> gone_{false};
+  std::atomic<bool> has_immutable_{false};
   mutable std::atomic<uint64_t> reads_{0}, writes_{0}, trims_{0}, zeroes_{0}, flushes_{0};
   mutable std::atomic<uint64_t> read_bytes_{0}, write_bytes_{0};
 };
@@ -114,7 +134,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   const Geometry& geometry() const override { return geo_; }
   std::vector<std::string> VolumeNames() const override;
   Volume* GetVolume(const std::string& name) override;
-  Volume* PrimaryVolume() override { return volumes_.empty() ? nullptr : volumes_[0].get(); }
+  Volume* PrimaryVolume() override;
   absl::Status Checkpoint() override;
   absl::StatusOr<uint32_t> RunCleaner(uint32_t min_free_segments) override;
   void HaltCleaner() override { cleaner_->Halt(); }
@@ -171,6 +191,12 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   Bno max_atomic_blocks() const { return Bno(geo_.max_atomic_bytes / kBlockSize); }
   std::vector<BlockExtent> MappedExtents(uint32_t vol, Bno lba, Bno n);
   uint64_t MappedBlocks(uint32_t vol);
+  // True if any block of the range is immutable.
+  bool RangeImmutable(uint32_t vol, Bno lba, Bno n);
+  // ResourceExhausted when the metadata area (checkpoint slot) could not
+  // hold the map after a change that may add `extra_bytes`; writes pass a
+  // small reserve, snapshots and range operations a larger one.
+  absl::Status CheckMetadataRoom(uint64_t reserve_bytes) const;
 
  private:
   explicit PoolImpl(std::shared_ptr<Media> media) : media_(std::move(media)) {}
@@ -181,7 +207,25 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::Status LoadCheckpointOrRebuild();
   absl::Status RollForward(uint64_t from_seq);
   absl::Status RebuildFromLog();
+  void DropScratch();
   void StartThreads(const OpenOptions& o);
+  // Makes the VolumeImpl objects match the volumes in MapState: new ones
+  // appear, removed ones are marked gone (never freed while the pool lives,
+  // so Volume pointers stay valid), attribute flags refresh.
+  void RefreshVolumes();
+  // Submits a metadata request of `ops` and waits: durable when it returns.
+  absl::Status SubmitNotes(std::vector<ReqOp> ops, bool barrier);
+  Request* MakeNoteRequest(std::vector<ReqOp> ops, bool barrier);
+  // Resolves a tree reference (range.h): "" primary, a volume, VOL@SNAP or
+  // @SNAP. REQUIRES: map_mu_ held.
+  absl::StatusOr<uint32_t> ResolveTreeLocked(const std::string& ref, bool allow_snapshot) const
+      ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
+  absl::StatusOr<uint32_t> ResolveVolumeLocked(const std::string& name) const
+      ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
+  // Turns range ops into note ops (a move = clone + trims of the source
+  // outside the destination), checking each against the current state.
+  absl::StatusOr<std::vector<ReqOp>> BuildRangeOps(const std::vector<RangeOp>& ops);
+  SnapshotInfo SnapshotInfoLocked(const VolumeMeta& s) const ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
   void StopThreads();
 
   // Writer thread and group commit. Exactly one thread commits at a time
@@ -215,8 +259,19 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
   std::unique_ptr<std::atomic<uint32_t>[]> seg_readers_;
 
-  std::vector<std::unique_ptr<VolumeImpl>> volumes_;
+  // Volume objects by tree id; removed volumes stay (marked gone). vols_mu_
+  // is a leaf lock: nothing else is taken while holding it.
+  mutable absl::Mutex vols_mu_;
+  std::map<uint32_t, std::unique_ptr<VolumeImpl>> volumes_ ABSL_GUARDED_BY(vols_mu_);
+  std::vector<std::unique_ptr<VolumeImpl>> graveyard_ ABSL_GUARDED_BY(vols_mu_);
+  // Serialises catalogue calls (create/delete/activate/...), so their
+  // name checks and the notes they write do not interleave.
+  absl::Mutex catalog_mu_;
   RangeLock range_lock_;
+  // Map size at the last checkpoint, for CheckMetadataRoom's estimate.
+  std::atomic<uint64_t> last_ckpt_size_{0};
+  std::atomic<uint64_t> last_ckpt_leaves_{0}, last_ckpt_inners_{0};
+  std::atomic<uint64_t> leaves_now_{0}, inners_now_{0};
 
   // Writer queue.
   mutable absl::Mutex queue_mu_;

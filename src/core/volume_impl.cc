@@ -25,6 +25,23 @@ absl::Status VolumeImpl::CheckRange(uint64_t offset, uint64_t length, bool is_wr
   return absl::OkStatus();
 }
 
+absl::Status VolumeImpl::CheckWritable(uint64_t offset, uint64_t length) const {
+  if (gone()) return absl::UnavailableError(name_ + " was removed");
+  if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
+  if (absl::Status s = CheckRange(offset, length, true); !s.ok()) return s;
+  if (has_immutable_.load(std::memory_order_relaxed) && length > 0) {
+    Bno b0 = Bno(offset / kBlockSize);
+    Bno b1 = Bno((offset + length + kBlockSize - 1) / kBlockSize);
+    if (pool_->RangeImmutable(id_, b0, b1 - b0)) {
+      return absl::PermissionDeniedError(
+          absl::StrFormat("range [%d, +%d) of %s is immutable", offset, length, name_));
+    }
+  }
+  // A small reserve: writes may grow the map (copy-on-write leaves).
+  return pool_->CheckMetadataRoom(uint64_t(pool_->geometry().checkpoint_slot_blocks) *
+                                  kBlockSize / 64);
+}
+
 void PoolImpl::LookupForRead(uint32_t vol, Bno lba, Bno n,
                              std::vector<std::pair<Bno, uint32_t>>* out,
                              std::vector<uint32_t>* pinned) {
@@ -85,6 +102,7 @@ std::vector<BlockExtent> PoolImpl::MappedExtents(uint32_t vol, Bno lba, Bno n) {
 }
 
 absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
+  if (gone()) return absl::UnavailableError(name_ + " was removed");
   if (absl::Status s = CheckRange(offset, out.size(), false); !s.ok()) return s;
   if (out.empty()) return absl::OkStatus();
   reads_.fetch_add(1, std::memory_order_relaxed);
@@ -176,8 +194,7 @@ void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua,
 
 void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
                             Callback done) {
-  if (ro_) return done(absl::PermissionDeniedError(name_ + " is read-only"));
-  if (absl::Status s = CheckRange(offset, data.size(), true); !s.ok()) return done(s);
+  if (absl::Status s = CheckWritable(offset, data.size()); !s.ok()) return done(s);
   if (data.empty()) return done(absl::OkStatus());
   writes_.fetch_add(1, std::memory_order_relaxed);
   write_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
@@ -228,8 +245,8 @@ void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
   std::vector<Request*> rs;
   RangeLock& locks = pool_->range_lock();
   for (AsyncWrite& w : writes) {
-    bool simple = !ro_ && !w.data.empty() && w.offset % kBlockSize == 0 &&
-                  w.data.size() % kBlockSize == 0 && CheckRange(w.offset, w.data.size(), true).ok();
+    bool simple = !w.data.empty() && w.offset % kBlockSize == 0 &&
+                  w.data.size() % kBlockSize == 0 && CheckWritable(w.offset, w.data.size()).ok();
     if (!simple) {
       // Queue what we hold first: a read-modify-write may wait on it.
       if (!rs.empty()) pool_->SubmitMany(rs, /*allow_inline=*/true);
@@ -263,8 +280,10 @@ absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data,
 }
 
 absl::Status VolumeImpl::Trim(uint64_t offset, uint64_t length, bool fua) {
+  if (gone()) return absl::UnavailableError(name_ + " was removed");
   if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
   if (absl::Status s = CheckRange(offset, length, false); !s.ok()) return s;
+  if (absl::Status s = CheckWritable(offset, length); !s.ok()) return s;
   trims_.fetch_add(1, std::memory_order_relaxed);
   Bno first = Bno((offset + kBlockSize - 1) / kBlockSize);
   Bno end = Bno((offset + length) / kBlockSize);
@@ -286,8 +305,7 @@ absl::Status VolumeImpl::Trim(uint64_t offset, uint64_t length, bool fua) {
 
 absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua, bool no_hole,
                                      bool fast_only) {
-  if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
-  if (absl::Status s = CheckRange(offset, length, true); !s.ok()) return s;
+  if (absl::Status s = CheckWritable(offset, length); !s.ok()) return s;
   if (length == 0) return absl::OkStatus();
   zeroes_.fetch_add(1, std::memory_order_relaxed);
   if (no_hole) {
@@ -359,12 +377,14 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
 }
 
 absl::Status VolumeImpl::Flush() {
+  if (gone()) return absl::UnavailableError(name_ + " was removed");
   flushes_.fetch_add(1, std::memory_order_relaxed);
   return pool_->SyncMedia();
 }
 
 absl::StatusOr<std::vector<BlockExtent>> VolumeImpl::BlockStatus(uint64_t offset,
                                                                  uint64_t length) {
+  if (gone()) return absl::UnavailableError(name_ + " was removed");
   if (absl::Status s = CheckRange(offset, length, false); !s.ok()) return s;
   if (length == 0) return std::vector<BlockExtent>{};
   Bno b0 = Bno(offset / kBlockSize);

@@ -185,11 +185,13 @@ bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream
   const uint32_t max_batch = std::min(kMaxBatchBlocks, geo_.segment_blocks - 1);
   uint32_t blocks = 0;
   size_t payload = 0;
+  const int cls = q->front()->batch_class();
   while (!q->empty()) {
     Request* r = q->front();
     uint32_t b = r->data_blocks();
     size_t p = r->payload_bytes();
-    if (!batch->empty() && (blocks + b > max_batch ||
+    // Data and notes never share a record, and a catalogue change goes alone.
+    if (!batch->empty() && (r->batch_class() != cls || cls == 2 || blocks + b > max_batch ||
                             log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks))
       break;
     batch->push_back(r);
@@ -343,37 +345,85 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   h.durable_seq = durable_seq_;
   h.uuid = sb_.uuid;
   h.stream = stream;
-  bool fua = false;
+  bool fua = false, notes = false;
   uint64_t user_blocks = 0, reloc_blocks = 0;
   size_t payload = 0;
+  // Requests refused at commit time (their volume is gone, or a note no
+  // longer applies); completed after the locks are dropped.
+  std::vector<std::pair<Request*, absl::Status>> refused;
   {
     absl::MutexLock l(&map_mu_);
+    uint32_t next_tree = state_->next_tree_id();
+    size_t kept = 0;
     for (Request* r : batch) {
-      fua |= r->fua;
+      absl::Status ok;
+      std::vector<log::Op> ops;
       for (ReqOp& op : r->ops) {
         log::Op o;
         o.type = op.type;
-        switch (op.type) {
-          case log::OpType::kWrite:
-            o.write.vol = op.vol;
-            o.write.lba = op.lba;
-            state_->PlanWrite(op.vol, op.lba, op.count, &o.write.vba);
-            o.write.csum = std::move(op.csum);
-            user_blocks += op.count;
-            break;
-          case log::OpType::kTrim:
+        if (r->note) {
+          if (op.type == log::OpType::kTrim) {
             o.trim = {op.vol, op.lba, op.count};
+          } else {
+            o = op.note;
+            if (o.type == log::OpType::kTree) o.tree.id = next_tree;
+          }
+          ok = state_->ValidateNote(o);
+          if (!ok.ok()) break;
+          ops.push_back(std::move(o));
+          continue;
+        }
+        if (op.type == log::OpType::kWrite || op.type == log::OpType::kTrim) {
+          const VolumeMeta* v = state_->volume(op.vol);
+          if (!v || v->is_snapshot()) {
+            ok = absl::UnavailableError("the volume was removed");
             break;
-          case log::OpType::kReloc:
-            o.reloc.blocks = std::move(op.reloc);
-            reloc_blocks += o.reloc.blocks.size();
-            break;
+          }
+        }
+        ops.push_back(std::move(o));
+      }
+      if (!ok.ok()) {
+        refused.push_back({r, ok});
+        continue;
+      }
+      batch[kept++] = r;
+      fua |= r->fua;
+      notes |= r->note;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        log::Op& o = ops[k];
+        ReqOp& op = r->ops[k];
+        if (o.type == log::OpType::kTree) ++next_tree;
+        if (!r->note) {
+          switch (op.type) {
+            case log::OpType::kWrite:
+              o.write.vol = op.vol;
+              o.write.lba = op.lba;
+              state_->PlanWrite(op.vol, op.lba, op.count, &o.write.vba);
+              o.write.csum = std::move(op.csum);
+              user_blocks += op.count;
+              break;
+            case log::OpType::kTrim:
+              o.trim = {op.vol, op.lba, op.count};
+              break;
+            case log::OpType::kReloc:
+              o.reloc.blocks = std::move(op.reloc);
+              reloc_blocks += o.reloc.blocks.size();
+              break;
+            default:
+              break;
+          }
         }
         payload += log::OpPayloadBytes(o);
         h.ops.push_back(std::move(o));
       }
     }
+    batch.resize(kept);
   }
+  for (auto& [r, why] : refused) {
+    r->done(why);
+    delete r;
+  }
+  if (batch.empty()) return;
   uint32_t hb = log::HeaderBlocksFor(payload);
   uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
   // The committer's record buffer is reused from batch to batch.
@@ -383,8 +433,9 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   log::EncodeRecordHeader(h, buf.subspan(0, size_t(hb) * kBlockSize));
   std::byte* p = buf.data() + size_t(hb) * kBlockSize;
   for (Request* r : batch) {
+    if (r->note) continue;
     for (const ReqOp& op : r->ops) {
-      if (op.type == log::OpType::kTrim) continue;
+      if (op.type != log::OpType::kWrite && op.type != log::OpType::kReloc) continue;
       size_t bytes = size_t(op.count) * kBlockSize;
       std::memcpy(p, op.data, bytes);
       p += bytes;
@@ -429,6 +480,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
       ++sealed_since_ckpt_;
     }
   }
+  if (notes) RefreshVolumes();
   for (Request* r : batch) {
     r->done(absl::OkStatus());
     delete r;

@@ -91,7 +91,7 @@ absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
         absl::StrCat("pool has format version ", sb.format_version,
                      ", this ftld understands up to ", kFormatVersion));
   }
-  if (sb.format_version != kFormatVersion) {
+  if (sb.format_version < kOldestFormatVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("unknown format version ", sb.format_version));
   }
@@ -106,9 +106,8 @@ uint32_t Op::data_blocks() const {
   switch (type) {
     case OpType::kWrite: return uint32_t(write.vba.size());
     case OpType::kReloc: return uint32_t(reloc.blocks.size());
-    case OpType::kTrim: return 0;
+    default: return 0;
   }
-  return 0;
 }
 
 size_t OpPayloadBytes(const Op& op) {
@@ -116,6 +115,11 @@ size_t OpPayloadBytes(const Op& op) {
     case OpType::kWrite: return 13 + 8 * op.write.vba.size();
     case OpType::kTrim: return 13;
     case OpType::kReloc: return 5 + 28 * op.reloc.blocks.size();
+    case OpType::kTree: return 1 + 4 + 4 + 1 + 1 + 8 + 2 + op.tree.name.size();
+    case OpType::kDrop: return 5;
+    case OpType::kRollback: return 9;
+    case OpType::kClone: return 21;
+    case OpType::kAttr: return 15;
   }
   return 0;
 }
@@ -151,6 +155,35 @@ void EncodeOps(const std::vector<Op>& ops, Encoder& e) {
           e.U32(b.vol);
           e.U32(b.lba);
         }
+        break;
+      case OpType::kTree:
+        e.U32(op.tree.id);
+        e.U32(op.tree.src);
+        e.U8(op.tree.kind);
+        e.U8(op.tree.flags);
+        e.U64(op.tree.time_ns);
+        e.String(op.tree.name);
+        break;
+      case OpType::kDrop:
+        e.U32(op.drop);
+        break;
+      case OpType::kRollback:
+        e.U32(op.rollback.vol);
+        e.U32(op.rollback.snap);
+        break;
+      case OpType::kClone:
+        e.U32(op.clone.src);
+        e.U32(op.clone.src_lba);
+        e.U32(op.clone.dst);
+        e.U32(op.clone.dst_lba);
+        e.U32(op.clone.count);
+        break;
+      case OpType::kAttr:
+        e.U32(op.attr.vol);
+        e.U32(op.attr.lba);
+        e.U32(op.attr.count);
+        e.U8(op.attr.set);
+        e.U8(op.attr.clear);
         break;
     }
   }
@@ -196,6 +229,36 @@ absl::Status DecodeOps(Decoder& d, std::vector<Op>* ops, uint32_t data_blocks) {
         consumed += n;
         break;
       }
+      case OpType::kTree:
+        op.tree.id = d.U32();
+        op.tree.src = d.U32();
+        op.tree.kind = d.U8();
+        op.tree.flags = d.U8();
+        op.tree.time_ns = d.U64();
+        op.tree.name = d.String();
+        if (op.tree.kind > 1) return absl::DataLossError("bad TREE op kind");
+        break;
+      case OpType::kDrop:
+        op.drop = d.U32();
+        break;
+      case OpType::kRollback:
+        op.rollback.vol = d.U32();
+        op.rollback.snap = d.U32();
+        break;
+      case OpType::kClone:
+        op.clone.src = d.U32();
+        op.clone.src_lba = d.U32();
+        op.clone.dst = d.U32();
+        op.clone.dst_lba = d.U32();
+        op.clone.count = d.U32();
+        break;
+      case OpType::kAttr:
+        op.attr.vol = d.U32();
+        op.attr.lba = d.U32();
+        op.attr.count = d.U32();
+        op.attr.set = d.U8();
+        op.attr.clear = d.U8();
+        break;
       default:
         return absl::DataLossError(absl::StrCat("unknown op type ", int(op.type)));
     }

@@ -31,6 +31,22 @@
 //                | TRIM   u8=2 | vol u32 | lba u32 | count u32
 //                | RELOC  u8=3 | count u32 | (vba u32 | src_pba u32 | csum u32
 //                           | data_seq u64 | vol u32 | lba u32){count}
+//                | TREE   u8=4 | id u32 | src u32 | kind u8 | flags u8
+//                           | time_ns u64 | name string      (format >= 2)
+//                | DROP   u8=5 | id u32
+//                | ROLLBACK u8=6 | vol u32 | snap u32
+//                | CLONE  u8=7 | src u32 | src_lba u32 | dst u32 | dst_lba u32
+//                           | count u32
+//                | ATTR   u8=8 | vol u32 | lba u32 | count u32 | set u8 | clear u8
+//
+// Ops 4-8 are notes (no data blocks), DESIGN.md §2: TREE creates tree `id`
+// sharing the tree `src` (kind 1: a snapshot of volume src; kind 0: a volume
+// activated from snapshot src; flags bit 0: read-only); DROP deletes a tree;
+// ROLLBACK makes volume `vol` share snapshot `snap`'s tree; CLONE maps
+// dst[dst_lba, +count) to what src[src_lba, +count) maps (a move is a CLONE
+// plus TRIMs of the source in the same record); ATTR sets/clears attribute
+// bits (1 immutable, 2 non-persistent) on a range. All ops of a record apply
+// in order, so a record of notes is one atomic metadata change.
 //
 // WRITE and RELOC consume the record's data blocks in order. A data block's
 // csum is the low 32 bits of its xxh3. seq is global and gapless: every seq
@@ -60,7 +76,10 @@ namespace ftl::log {
 using Bno = uint32_t;  // a block number: lba, vba or pba (16 TiB at 4 KiB)
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
+// Oldest format this build opens (version 1 has no note ops 4-8; opening
+// upgrades the superblock).
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr uint64_t kSuperMagic = 0x5250555344544c46ull;  // "FTLDSUPR"
 inline constexpr uint32_t kRecordMagic = 0x524c5446u;           // "FTLR"
 inline constexpr uint16_t kRecordVersion = 1;
@@ -103,7 +122,16 @@ std::vector<std::byte> EncodeSuperblock(const Superblock& sb);
 absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block);
 
 enum class Stream : uint8_t { kUser = 0, kRelocation = 1 };
-enum class OpType : uint8_t { kWrite = 1, kTrim = 2, kReloc = 3 };
+enum class OpType : uint8_t {
+  kWrite = 1,
+  kTrim = 2,
+  kReloc = 3,
+  kTree = 4,
+  kDrop = 5,
+  kRollback = 6,
+  kClone = 7,
+  kAttr = 8,
+};
 
 struct WriteOp {
   uint32_t vol = 0;
@@ -128,11 +156,45 @@ struct RelocOp {
   std::vector<RelocBlock> blocks;
 };
 
+struct TreeOp {
+  uint32_t id = 0;
+  uint32_t src = 0;
+  uint8_t kind = 0;   // 0 volume (activation), 1 snapshot
+  uint8_t flags = 0;  // bit 0: read-only
+  uint64_t time_ns = 0;
+  std::string name;
+};
+struct RollbackOp {
+  uint32_t vol = 0;
+  uint32_t snap = 0;
+};
+struct CloneOp {
+  uint32_t src = 0;
+  Bno src_lba = 0;
+  uint32_t dst = 0;
+  Bno dst_lba = 0;
+  Bno count = 0;
+};
+struct AttrOp {
+  uint32_t vol = 0;
+  Bno lba = 0;
+  Bno count = 0;
+  uint8_t set = 0;
+  uint8_t clear = 0;
+};
+inline constexpr uint8_t kAttrImmutable = 1;
+inline constexpr uint8_t kAttrNonPersistent = 2;
+
 struct Op {
   OpType type;
   WriteOp write;  // kWrite
   TrimOp trim;    // kTrim
   RelocOp reloc;  // kReloc
+  TreeOp tree;    // kTree
+  uint32_t drop = 0;  // kDrop: tree id
+  RollbackOp rollback;
+  CloneOp clone;
+  AttrOp attr;
   uint32_t data_blocks() const;
 };
 

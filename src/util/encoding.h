@@ -80,6 +80,16 @@ class BasicEncoder {
     Str(s);
   }
   void Zeroes(size_t n) { out_->resize(out_->size() + n); }
+  // LEB128: 7 bits a byte, low bits first, high bit = more follows.
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      U8(uint8_t(v | 0x80));
+      v >>= 7;
+    }
+    U8(uint8_t(v));
+  }
+  // Signed values zigzag-encoded as a Varint.
+  void Svarint(int64_t v) { Varint((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
   size_t size() const { return out_->size(); }
 
  private:
@@ -120,6 +130,21 @@ class BasicDecoder {
   }
   // u16 length + bytes.
   std::string String() { return Str(U16()); }
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b = U8();
+      if (!ok_) return 0;
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    ok_ = false;  // more than 10 bytes
+    return 0;
+  }
+  int64_t Svarint() {
+    uint64_t z = Varint();
+    return int64_t(z >> 1) ^ -int64_t(z & 1);
+  }
   bool ok() const { return ok_; }
   size_t pos() const { return pos_; }
   size_t remaining() const { return ok_ ? in_.size() - pos_ : 0; }
