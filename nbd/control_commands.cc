@@ -145,6 +145,9 @@ Json PoolStatsJson(const PoolStats& s) {
               {"map_memory_bytes", s.map_memory_bytes},
               {"mapped_blocks", s.mapped_blocks},
               {"next_seq", s.next_seq},
+              {"snapshots", s.snapshots},
+              {"metadata_bytes", s.metadata_bytes},
+              {"metadata_capacity_bytes", s.metadata_capacity},
               {"cleaner_state", s.cleaner_state}};
 }
 

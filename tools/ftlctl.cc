@@ -352,9 +352,14 @@ struct SubArgs {
 // `value_opts` take a value ("--opt V" or "--opt=V"); `flag_opts` do not.
 bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
                   const std::set<std::string>& flag_opts, SubArgs* out, std::string* error) {
+  bool options_done = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a.size() > 2 && a.rfind("--", 0) == 0) {
+    if (options_done) {
+      out->pos.push_back(a);
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a.size() > 2 && a.rfind("--", 0) == 0) {
       std::string name = a.substr(2), value;
       bool has_value = false;
       if (auto eq = name.find('='); eq != std::string::npos) {

@@ -1,0 +1,112 @@
+"""Filesystem helpers for the tier-3 tests: an ftld export as a block device
+without the kernel nbd module (nbdfuse exposes the export as a file, losetup
+turns it into /dev/loopN), plus file trees with checksums and fsck."""
+
+import hashlib
+import os
+import subprocess
+import time
+
+from ftld_testlib import Skip, need_tool
+
+
+class Stack:
+    """nbdfuse -> loop device -> (optionally) mounted ext4, torn down in order.
+
+    export: the NBD export name ("" = the default export); read_only: nbdfuse
+    -r and losetup -r (for read-only exports)."""
+
+    def __init__(self, env, d, export="", read_only=False):
+        self.env, self.d = env, d
+        self.export, self.read_only = export, read_only
+        tag = f"{d.port}-{export or 'default'}"
+        self.fuse_dir = env.path(f"fuse-{tag}")
+        self.mnt = env.path(f"mnt-{tag}")
+        self.pidfile = env.path(f"nbdfuse-{tag}.pid")
+        os.makedirs(self.fuse_dir, exist_ok=True)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.fuse = None
+        self.loop = None
+        self.mounted = False
+        env.cleanups.append(self.down)
+
+    def up(self):
+        if os.path.exists(self.pidfile):
+            os.unlink(self.pidfile)
+        cmd = ["nbdfuse", "-P", self.pidfile]
+        if self.read_only:
+            cmd.append("-r")
+        cmd += [f"{self.fuse_dir}/disk", self.d.uri(self.export)]
+        self.fuse = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.env.procs.append(self.fuse)
+        deadline = time.time() + 30
+        while not os.path.exists(self.pidfile):
+            if self.fuse.poll() is not None:
+                raise AssertionError(f"nbdfuse exited: {self.fuse.stderr.read().decode()}")
+            if time.time() > deadline:
+                raise AssertionError("nbdfuse not ready after 30s")
+            time.sleep(0.05)
+        cmd = ["losetup", "--find", "--show"]
+        if self.read_only:
+            cmd.append("-r")
+        r = self.env.run(cmd + [f"{self.fuse_dir}/disk"])
+        self.loop = r.stdout.strip()
+        assert self.loop.startswith("/dev/loop"), self.loop
+
+    def mount(self, options=None):
+        cmd = ["mount", "-t", "ext4"]
+        if options:
+            cmd += ["-o", options]
+        self.env.run(cmd + [self.loop, self.mnt])
+        self.mounted = True
+
+    def umount(self):
+        if self.mounted:
+            self.env.run(["umount", self.mnt])
+            self.mounted = False
+
+    def down(self):
+        self.umount()
+        if self.loop:
+            self.env.run(["losetup", "-d", self.loop], check=False)
+            self.loop = None
+        if self.fuse and self.fuse.poll() is None:
+            self.env.run(["fusermount3", "-u", self.fuse_dir], check=False)
+            try:
+                self.fuse.wait(30)
+            except subprocess.TimeoutExpired:
+                self.fuse.kill()
+                self.fuse.wait()
+        self.fuse = None
+
+
+def write_files(root, n=40):
+    sums = {}
+    os.makedirs(os.path.join(root, "dir"), exist_ok=True)
+    for i in range(n):
+        data = os.urandom(1024 * (1 + (i * 37) % 1500))
+        name = f"dir/file{i}"
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(data)
+        sums[name] = hashlib.sha256(data).hexdigest()
+    return sums
+
+
+def check_files(root, sums):
+    for name, digest in sums.items():
+        with open(os.path.join(root, name), "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == digest, name
+
+
+def fsck(env, dev):
+    r = env.run(["fsck.ext4", "-fn", dev], check=False)
+    assert r.returncode == 0, f"fsck: {r.returncode}\n{r.stdout}\n{r.stderr}"
+
+
+def preflight(env, *extra_tools):
+    need_tool("nbdfuse", "losetup", "mkfs.ext4", "fsck.ext4", "mount", "umount", "fusermount3",
+              *extra_tools)
+    if os.geteuid() != 0:
+        raise Skip("needs root for losetup and mount")
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse")
