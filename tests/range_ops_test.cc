@@ -1,0 +1,304 @@
+// Range clone / move / merge / attributes / batches through the Pool API
+// (issue 5): content and sharing, errors that change nothing, space,
+// durability and scratch ranges across clean and unclean reopen.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ftl/pool.h"
+#include "test_util.h"
+
+namespace ftl {
+namespace {
+
+using testing::Pattern;
+using testing::QuietOpen;
+using testing::SmallFormat;
+
+constexpr uint64_t kB = 4096;
+
+class RangeOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mem_ = NewMemMedia(64 << 20);
+    auto p = Pool::Format(mem_, SmallFormat(), QuietOpen());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+    v_ = pool_->PrimaryVolume();
+  }
+  void Reopen(bool clean) {
+    if (clean) ASSERT_TRUE(pool_->Close().ok());
+    pool_.reset();
+    auto p = Pool::Open(mem_, QuietOpen());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+    v_ = pool_->PrimaryVolume();
+  }
+  void Put(uint64_t tag, uint64_t off, size_t len, Volume* v = nullptr) {
+    ASSERT_TRUE((v ? v : v_)->Write(off, Pattern(tag, off, len)).ok());
+  }
+  // The block at `at` holds what write `tag` put at `from`.
+  std::vector<std::byte> Get(uint64_t off, size_t len, Volume* v = nullptr) {
+    std::vector<std::byte> got(len);
+    EXPECT_TRUE((v ? v : v_)->Read(off, got).ok());
+    return got;
+  }
+  static RangeOp Op(RangeOp::Kind k, uint64_t src, uint64_t dst, uint64_t len,
+                    std::string from = "", std::string to = "") {
+    RangeOp o;
+    o.kind = k;
+    o.src = src;
+    o.dst = dst;
+    o.len = len;
+    o.from = std::move(from);
+    o.to = std::move(to);
+    return o;
+  }
+  std::shared_ptr<Media> mem_;
+  std::unique_ptr<Pool> pool_;
+  Volume* v_ = nullptr;
+};
+
+TEST_F(RangeOpsTest, CloneSharesUntilWritten) {
+  Put(1, 0, 64 * kB);
+  uint64_t live = pool_->Stats().live_bytes;
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 1 << 20, 64 * kB)}).ok());
+  EXPECT_EQ(Get(1 << 20, 64 * kB), Pattern(1, 0, 64 * kB));
+  EXPECT_EQ(pool_->Stats().live_bytes, live);  // counted once
+  // A write to the clone breaks sharing for that block only.
+  Put(2, (1 << 20) + 4 * kB, kB);
+  EXPECT_EQ(Get(4 * kB, kB), Pattern(1, 4 * kB, kB));
+  EXPECT_EQ(Get((1 << 20) + 4 * kB, kB), Pattern(2, (1 << 20) + 4 * kB, kB));
+  EXPECT_EQ(pool_->Stats().live_bytes, live + kB);
+  // And a write to the source does not change the clone.
+  Put(3, 5 * kB, kB);
+  EXPECT_EQ(Get((1 << 20) + 5 * kB, kB), Pattern(1, 5 * kB, kB));
+  // Freeing the last references lets the cleaner reclaim the data.
+  ASSERT_TRUE(v_->Trim(0, 64 * kB).ok());
+  ASSERT_TRUE(v_->Trim(1 << 20, 64 * kB).ok());
+  EXPECT_EQ(pool_->Stats().live_bytes, 0u);
+  auto rep = pool_->Check(true);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+}
+
+TEST_F(RangeOpsTest, MoveIncludingOverlap) {
+  Put(1, 0, 16 * kB);
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 0, 100 * kB, 16 * kB)}).ok());
+  EXPECT_EQ(Get(100 * kB, 16 * kB), Pattern(1, 0, 16 * kB));
+  EXPECT_EQ(Get(0, 16 * kB), std::vector<std::byte>(16 * kB));
+  // Overlapping move forward by 4 blocks: [100,116) -> [104,120).
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 100 * kB, 104 * kB, 16 * kB)}).ok());
+  EXPECT_EQ(Get(104 * kB, 16 * kB), Pattern(1, 0, 16 * kB));
+  EXPECT_EQ(Get(100 * kB, 4 * kB), std::vector<std::byte>(4 * kB));
+  // And backward by 8: [104,120) -> [96,112).
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 104 * kB, 96 * kB, 16 * kB)}).ok());
+  EXPECT_EQ(Get(96 * kB, 16 * kB), Pattern(1, 0, 16 * kB));
+  EXPECT_EQ(Get(112 * kB, 8 * kB), std::vector<std::byte>(8 * kB));
+  auto rep = pool_->Check(true);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+}
+
+TEST_F(RangeOpsTest, CrossVolumeCloneFromSnapshot) {
+  Put(1, 0, 32 * kB);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "snap").ok());
+  Put(2, 0, 32 * kB);
+  // Restore blocks 8..15 from the snapshot into the live volume.
+  ASSERT_TRUE(
+      pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 8 * kB, 8 * kB, 8 * kB, "@snap")}).ok());
+  EXPECT_EQ(Get(8 * kB, 8 * kB), Pattern(1, 8 * kB, 8 * kB));
+  EXPECT_EQ(Get(0, 8 * kB), Pattern(2, 0, 8 * kB));
+  // Snapshots are never a destination, nor a move source.
+  EXPECT_FALSE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 0, kB, "", "ftl0@snap")}).ok());
+  EXPECT_FALSE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 0, 0, kB, "ftl0@snap")}).ok());
+  // Into an activated volume.
+  auto act = pool_->ActivateSnapshot("", "snap", "act", false);
+  ASSERT_TRUE(act.ok());
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 0, 4 * kB, "", "act")}).ok());
+  EXPECT_EQ(Get(0, 4 * kB, *act), Pattern(2, 0, 4 * kB));
+  EXPECT_EQ(Get(4 * kB, 4 * kB, *act), Pattern(1, 4 * kB, 4 * kB));
+}
+
+TEST_F(RangeOpsTest, InvalidOpsChangeNothing) {
+  Put(1, 0, 8 * kB);
+  uint64_t end = v_->size_bytes();
+  std::vector<std::vector<RangeOp>> bad = {
+      {Op(RangeOp::Kind::kClone, 1, 0, kB)},              // unaligned
+      {Op(RangeOp::Kind::kClone, 0, 8 * kB, 100)},        // unaligned length
+      {Op(RangeOp::Kind::kClone, 0, 8 * kB, 0)},          // empty
+      {Op(RangeOp::Kind::kClone, end - kB, 0, 2 * kB)},   // source past the end
+      {Op(RangeOp::Kind::kClone, 0, end - kB, 2 * kB)},   // destination past the end
+      {Op(RangeOp::Kind::kClone, 0, 8 * kB, kB, "nope")},  // unknown volume
+      {Op(RangeOp::Kind::kClone, 0, 8 * kB, kB, "@nope")},
+      // A valid op followed by an invalid one: the batch is refused whole.
+      {Op(RangeOp::Kind::kMove, 0, 16 * kB, 8 * kB), Op(RangeOp::Kind::kClone, 0, end, kB)},
+  };
+  for (const auto& ops : bad) {
+    absl::Status s = pool_->ApplyRangeOps(ops);
+    EXPECT_FALSE(s.ok());
+    EXPECT_FALSE(s.message().empty());
+  }
+  EXPECT_EQ(Get(0, 8 * kB), Pattern(1, 0, 8 * kB));
+  EXPECT_EQ(Get(16 * kB, 8 * kB), std::vector<std::byte>(8 * kB));
+  // Too many ops for one note.
+  std::vector<RangeOp> many(2000, Op(RangeOp::Kind::kMove, 0, 8 * kB, kB));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool_->ApplyRangeOps(many)));
+}
+
+TEST_F(RangeOpsTest, BatchIsAppliedInOrderAndSurvivesReopen) {
+  Put(1, 0, 4 * kB);
+  Put(2, 64 * kB, 4 * kB);
+  // Swap the two ranges through a scratch place, atomically.
+  std::vector<RangeOp> swap = {Op(RangeOp::Kind::kMove, 0, 128 * kB, 4 * kB),
+                               Op(RangeOp::Kind::kMove, 64 * kB, 0, 4 * kB),
+                               Op(RangeOp::Kind::kMove, 128 * kB, 64 * kB, 4 * kB)};
+  ASSERT_TRUE(pool_->ApplyRangeOps(swap).ok());
+  auto check = [&] {
+    EXPECT_EQ(Get(0, 4 * kB), Pattern(2, 64 * kB, 4 * kB));
+    EXPECT_EQ(Get(64 * kB, 4 * kB), Pattern(1, 0, 4 * kB));
+    EXPECT_EQ(Get(128 * kB, 4 * kB), std::vector<std::byte>(4 * kB));
+  };
+  check();
+  Reopen(false);  // durable without a flush
+  check();
+  Reopen(true);
+  check();
+}
+
+TEST_F(RangeOpsTest, MergeByVbaIdentity) {
+  const uint64_t n = 8 * kB;
+  Put(1, 0, n);  // base at 0
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 64 * kB, n),
+                                    Op(RangeOp::Kind::kClone, 0, 128 * kB, n)})
+                  .ok());
+  Put(2, 64 * kB + 1 * kB, kB);   // source A changes block 1
+  Put(3, 128 * kB + 2 * kB, kB);  // source B changes block 2
+  Put(4, 64 * kB + 5 * kB, kB);   // both change block 5 differently
+  Put(5, 128 * kB + 5 * kB, kB);
+  MergeRequest m;
+  m.base = 0;
+  m.dst = 256 * kB;
+  m.len = n;
+  m.sources = {64 * kB, 128 * kB};
+  m.policy = MergePolicy::kFail;
+  auto r = pool_->Merge(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->applied);
+  EXPECT_EQ(r->conflicts, std::vector<uint64_t>{5 * kB});
+  EXPECT_EQ(Get(256 * kB, n), std::vector<std::byte>(n));  // nothing changed
+  m.policy = MergePolicy::kLast;
+  r = pool_->Merge(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->applied);
+  EXPECT_EQ(Get(256 * kB, kB), Pattern(1, 0, kB));
+  EXPECT_EQ(Get(257 * kB, kB), Pattern(2, 65 * kB, kB));
+  EXPECT_EQ(Get(258 * kB, kB), Pattern(3, 130 * kB, kB));
+  EXPECT_EQ(Get(261 * kB, kB), Pattern(5, 133 * kB, kB));
+  // Into the base itself with policy first.
+  m.dst = 0;
+  m.policy = MergePolicy::kFirst;
+  r = pool_->Merge(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Get(5 * kB, kB), Pattern(4, 69 * kB, kB));
+  EXPECT_EQ(Get(1 * kB, kB), Pattern(2, 65 * kB, kB));
+  EXPECT_EQ(Get(0, kB), Pattern(1, 0, kB));
+  // Destination overlapping a source is refused.
+  m.dst = 64 * kB + kB;
+  EXPECT_TRUE(absl::IsInvalidArgument(pool_->Merge(m).status()));
+}
+
+TEST_F(RangeOpsTest, ImmutableRangesRefuseChanges) {
+  Put(1, 0, 16 * kB);
+  ASSERT_TRUE(pool_->SetRangeAttr("", 4 * kB, 4 * kB, RangeAttr::kImmutable).ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(v_->Write(4 * kB, Pattern(2, 4 * kB, kB))));
+  EXPECT_TRUE(absl::IsPermissionDenied(v_->Write(6 * kB + 512, Pattern(2, 0, 512))));
+  EXPECT_TRUE(absl::IsPermissionDenied(v_->Trim(0, 16 * kB)));
+  EXPECT_TRUE(absl::IsPermissionDenied(v_->WriteZeroes(7 * kB, kB)));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 64 * kB, 4 * kB, kB)})));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 4 * kB, 64 * kB, kB)})));
+  // Outside the range writes work; cloning *from* it is fine.
+  EXPECT_TRUE(v_->Write(8 * kB, Pattern(3, 8 * kB, kB)).ok());
+  EXPECT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 4 * kB, 64 * kB, kB)}).ok());
+  EXPECT_EQ(Get(4 * kB, 4 * kB), Pattern(1, 4 * kB, 4 * kB));
+  Reopen(false);
+  EXPECT_TRUE(absl::IsPermissionDenied(v_->Write(4 * kB, Pattern(2, 4 * kB, kB))));
+  auto attrs = pool_->RangeAttrs("");
+  ASSERT_TRUE(attrs.ok());
+  ASSERT_EQ(attrs->size(), 1u);
+  EXPECT_EQ((*attrs)[0].offset, 4 * kB);
+  EXPECT_TRUE((*attrs)[0].immutable);
+  ASSERT_TRUE(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kMutable).ok());
+  EXPECT_TRUE(v_->Write(4 * kB, Pattern(2, 4 * kB, kB)).ok());
+  EXPECT_TRUE(pool_->RangeAttrs("")->empty());
+  EXPECT_FALSE(pool_->SetRangeAttr("", 0, v_->size_bytes() + kB, RangeAttr::kImmutable).ok());
+  EXPECT_FALSE(pool_->SetRangeAttr("", 100, kB, RangeAttr::kImmutable).ok());
+}
+
+TEST_F(RangeOpsTest, NonPersistentDroppedByCrashKeptByCleanRestart) {
+  const uint64_t scratch = 1 << 20;
+  ASSERT_TRUE(pool_->SetRangeAttr("", scratch, 1 << 20, RangeAttr::kNonPersistent).ok());
+  Put(1, scratch, 64 * kB);
+  Put(2, 0, 8 * kB);
+  ASSERT_TRUE(v_->Flush().ok());
+  Reopen(true);
+  EXPECT_EQ(Get(scratch, 64 * kB), Pattern(1, scratch, 64 * kB));
+  Reopen(false);  // a crash: scratch content is gone, the rest stays
+  EXPECT_EQ(Get(scratch, 64 * kB), std::vector<std::byte>(64 * kB));
+  EXPECT_EQ(Get(0, 8 * kB), Pattern(2, 0, 8 * kB));
+  // The attribute itself stays.
+  auto attrs = pool_->RangeAttrs("");
+  ASSERT_TRUE(attrs.ok());
+  ASSERT_EQ(attrs->size(), 1u);
+  EXPECT_TRUE((*attrs)[0].non_persistent);
+}
+
+TEST_F(RangeOpsTest, AtomicCommitFromScratch) {
+  // The doublewrite-free recipe: write to scratch, commit with one batch of
+  // moves; a crash before the commit leaves the old content and no scratch.
+  const uint64_t scratch = 2 << 20;
+  ASSERT_TRUE(pool_->SetRangeAttr("", scratch, 1 << 20, RangeAttr::kNonPersistent).ok());
+  Put(1, 0, 64 * kB);
+  Put(2, scratch, 16 * kB);
+  ASSERT_TRUE(v_->Flush().ok());
+  Reopen(false);  // crash before commit
+  EXPECT_EQ(Get(0, 64 * kB), Pattern(1, 0, 64 * kB));
+  EXPECT_EQ(Get(scratch, 16 * kB), std::vector<std::byte>(16 * kB));
+  Put(3, scratch, 16 * kB);
+  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, scratch, 0, 8 * kB),
+                                    Op(RangeOp::Kind::kMove, scratch + 8 * kB, 32 * kB, 8 * kB)})
+                  .ok());
+  Reopen(false);  // crash after commit, no flush by the writer
+  EXPECT_EQ(Get(0, 8 * kB), Pattern(3, scratch, 8 * kB));
+  EXPECT_EQ(Get(32 * kB, 8 * kB), Pattern(3, scratch + 8 * kB, 8 * kB));
+  EXPECT_EQ(Get(8 * kB, 24 * kB), Pattern(1, 8 * kB, 24 * kB));
+}
+
+TEST_F(RangeOpsTest, ConcurrentOpsAreGroupCommitted) {
+  Put(1, 0, 64 * kB);
+  std::vector<std::thread> ts;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        uint64_t dst = (1 << 20) + uint64_t(t * 200 + i) * kB;
+        if (!pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, uint64_t(i % 16) * kB, dst, kB)})
+                 .ok())
+          ++failures;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 200; i += 37) {
+      uint64_t dst = (1 << 20) + uint64_t(t * 200 + i) * kB;
+      EXPECT_EQ(Get(dst, kB), Pattern(1, uint64_t(i % 16) * kB, kB));
+    }
+}
+
+}  // namespace
+}  // namespace ftl

@@ -1,0 +1,240 @@
+// Snapshot catalogue through the Pool API (issue 4): content, lineage,
+// activation, rollback, delete and space, persistence across clean and
+// unclean reopen.
+
+#include <gtest/gtest.h>
+
+#include "ftl/pool.h"
+#include "media/fault_media.h"
+#include "test_util.h"
+
+namespace ftl {
+namespace {
+
+using testing::Pattern;
+using testing::QuietOpen;
+using testing::SmallFormat;
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mem_ = NewMemMedia(64 << 20);
+    auto p = Pool::Format(mem_, SmallFormat(), QuietOpen());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+  }
+  void Reopen(bool clean) {
+    if (clean) {
+      ASSERT_TRUE(pool_->Close().ok());
+    }
+    pool_.reset();
+    auto p = Pool::Open(mem_, QuietOpen());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+  }
+  void Put(Volume* v, uint64_t tag, uint64_t off, size_t len) {
+    ASSERT_TRUE(v->Write(off, Pattern(tag, off, len)).ok());
+  }
+  bool Has(Volume* v, uint64_t tag, uint64_t off, size_t len) {
+    std::vector<std::byte> got(len);
+    if (!v->Read(off, got).ok()) return false;
+    return got == Pattern(tag, off, len);
+  }
+  bool Zero(Volume* v, uint64_t off, size_t len) {
+    std::vector<std::byte> got(len, std::byte{1});
+    if (!v->Read(off, got).ok()) return false;
+    return got == std::vector<std::byte>(len);
+  }
+  std::shared_ptr<Media> mem_;
+  std::unique_ptr<Pool> pool_;
+};
+
+TEST_F(SnapshotTest, SnapshotKeepsOldContentActivationShowsIt) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 1 << 20);  // A
+  auto s = pool_->CreateSnapshot("", "s1");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "s1");
+  EXPECT_EQ(s->volume, "ftl0");
+  EXPECT_GT(s->seq, 0u);
+  Put(v, 2, 0, 1 << 20);  // B
+  auto a = pool_->ActivateSnapshot("", "s1", "", false);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->name(), "ftl0-s1");
+  EXPECT_TRUE(Has(*a, 1, 0, 1 << 20));
+  EXPECT_TRUE(Has(v, 2, 0, 1 << 20));
+  // Writes to the activated volume change neither the snapshot nor the volume.
+  Put(*a, 3, 4096, 8192);
+  EXPECT_TRUE(Has(*a, 3, 4096, 8192));
+  EXPECT_TRUE(Has(v, 2, 0, 1 << 20));
+  auto b = pool_->ActivateSnapshot("", "s1", "again", true);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(Has(*b, 1, 0, 1 << 20));
+  EXPECT_TRUE((*b)->read_only());
+  EXPECT_TRUE(absl::IsPermissionDenied((*b)->Write(0, Pattern(9, 0, 4096))));
+  EXPECT_EQ(pool_->VolumeOrigin("ftl0-s1"), "ftl0@s1");
+  auto names = pool_->VolumeNames();
+  EXPECT_EQ(names.size(), 3u);
+  auto list = pool_->ListSnapshots("");
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_FALSE(list[0].active_as.empty());
+}
+
+TEST_F(SnapshotTest, RollbackRestoresSnapshot) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 256 << 10);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "a").ok());
+  Put(v, 2, 0, 128 << 10);
+  ASSERT_TRUE(v->Trim(128 << 10, 64 << 10).ok());
+  ASSERT_TRUE(pool_->Rollback("", "a").ok());
+  EXPECT_TRUE(Has(v, 1, 0, 256 << 10));
+  // The volume is writable again and the snapshot is unchanged.
+  Put(v, 3, 0, 4096);
+  auto a = pool_->ActivateSnapshot("", "a", "", true);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(Has(*a, 1, 0, 256 << 10));
+  Reopen(true);
+  EXPECT_TRUE(Has(pool_->PrimaryVolume(), 3, 0, 4096));
+  EXPECT_TRUE(Has(pool_->PrimaryVolume(), 1, 4096, (256 << 10) - 4096));
+}
+
+TEST_F(SnapshotTest, NamesAndErrors) {
+  EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "a@b").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "a b").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", std::string(65, 'x')).status()));
+  EXPECT_TRUE(absl::IsNotFound(pool_->CreateSnapshot("nope", "a").status()));
+  ASSERT_TRUE(pool_->CreateSnapshot("", "a").ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(pool_->CreateSnapshot("", "a").status()));
+  EXPECT_TRUE(absl::IsNotFound(pool_->DeleteSnapshot("", "b")));
+  EXPECT_TRUE(absl::IsNotFound(pool_->ActivateSnapshot("", "b", "", false).status()));
+  ASSERT_TRUE(pool_->ActivateSnapshot("", "a", "x", false).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(pool_->ActivateSnapshot("", "a", "x", false).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists(pool_->ActivateSnapshot("", "a", "ftl0", false).status()));
+  // Active snapshots are not deleted; the primary is not deactivated.
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool_->DeleteSnapshot("", "a")));
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool_->DeactivateVolume("ftl0")));
+  EXPECT_TRUE(absl::IsNotFound(pool_->DeactivateVolume("zzz")));
+  // Snapshots of another volume cannot be rolled back onto this one.
+  ASSERT_TRUE(pool_->CreateSnapshot("x", "xs").ok());
+  EXPECT_FALSE(pool_->Rollback("", "xs").ok());
+  EXPECT_TRUE(pool_->Rollback("x", "xs").ok());
+}
+
+TEST_F(SnapshotTest, DeactivateFailsLaterRequestsAndFreesWrites) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 64 << 10);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  auto a = pool_->ActivateSnapshot("", "s", "act", false);
+  ASSERT_TRUE(a.ok());
+  Put(*a, 2, 0, 1 << 20);
+  uint64_t live_before = pool_->Stats().live_bytes;
+  ASSERT_TRUE(pool_->DeactivateVolume("act").ok());
+  std::vector<std::byte> buf(4096);
+  EXPECT_TRUE(absl::IsUnavailable((*a)->Read(0, buf)));
+  EXPECT_TRUE(absl::IsUnavailable((*a)->Write(0, Pattern(1, 0, 4096))));
+  EXPECT_EQ(pool_->GetVolume("act"), nullptr);
+  EXPECT_LE(pool_->Stats().live_bytes + (1 << 20), live_before);
+  EXPECT_TRUE(pool_->DeleteSnapshot("", "s").ok());
+  // The name is free again.
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  auto again = pool_->ActivateSnapshot("", "s", "act", false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(Has(*again, 1, 0, 64 << 10));
+}
+
+TEST_F(SnapshotTest, LineageFormsATree) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 4096);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s1").ok());
+  Put(v, 2, 0, 4096);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s2").ok());
+  auto a = pool_->ActivateSnapshot("", "s1", "fork", false);
+  ASSERT_TRUE(a.ok());
+  Put(*a, 3, 0, 4096);
+  ASSERT_TRUE(pool_->CreateSnapshot("fork", "f1").ok());
+  std::map<std::string, std::string> parent;
+  for (const SnapshotInfo& s : pool_->ListSnapshots(""))
+    parent[s.volume + "@" + s.name] = s.parent;
+  EXPECT_EQ(parent["ftl0@s1"], "");
+  EXPECT_EQ(parent["ftl0@s2"], "ftl0@s1");
+  EXPECT_EQ(parent["fork@f1"], "ftl0@s1");  // the fork
+  // Deleting s2 keeps the rest; deleting... s1 is active (fork), refused.
+  EXPECT_TRUE(pool_->DeleteSnapshot("", "s2").ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool_->DeleteSnapshot("", "s1")));
+  ASSERT_TRUE(pool_->DeactivateVolume("fork").ok());
+  EXPECT_TRUE(pool_->DeleteSnapshot("", "s1").ok());
+  auto left = pool_->ListSnapshots("");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].name, "f1");
+  EXPECT_EQ(left[0].parent, "");  // re-parented past the deleted s1
+}
+
+TEST_F(SnapshotTest, CatalogueSurvivesCleanAndUncleanReopen) {
+  for (bool clean : {true, false}) {
+    SetUp();
+    Volume* v = pool_->PrimaryVolume();
+    Put(v, 1, 0, 128 << 10);
+    ASSERT_TRUE(pool_->CreateSnapshot("", "s1").ok());
+    Put(v, 2, 0, 64 << 10);
+    auto a = pool_->ActivateSnapshot("", "s1", "act", false);
+    ASSERT_TRUE(a.ok());
+    Put(*a, 3, 64 << 10, 4096);
+    ASSERT_TRUE((*a)->Flush().ok());
+    ASSERT_TRUE(v->Flush().ok());
+    Reopen(clean);
+    auto list = pool_->ListSnapshots("");
+    ASSERT_EQ(list.size(), 1u) << clean;
+    EXPECT_EQ(list[0].active_as, "act");
+    Volume* act = pool_->GetVolume("act");
+    ASSERT_NE(act, nullptr);
+    EXPECT_TRUE(Has(act, 1, 0, 64 << 10));
+    EXPECT_TRUE(Has(act, 3, 64 << 10, 4096));
+    EXPECT_TRUE(Has(pool_->PrimaryVolume(), 2, 0, 64 << 10));
+    EXPECT_TRUE(Has(pool_->PrimaryVolume(), 1, 64 << 10, 64 << 10));
+    auto rep = pool_->Check(true);
+    ASSERT_TRUE(rep.ok());
+    EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+  }
+}
+
+TEST_F(SnapshotTest, ExclusiveSpaceAndReclaimAfterDelete) {
+  Volume* v = pool_->PrimaryVolume();
+  const size_t mb = 1 << 20;
+  Put(v, 1, 0, 4 * mb);
+  ASSERT_TRUE(pool_->Checkpoint().ok());
+  uint64_t live_alone = pool_->Stats().live_bytes;
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  EXPECT_EQ(pool_->ListSnapshots("")[0].exclusive_bytes, 0u);
+  Put(v, 2, 0, 2 * mb);  // 2 MiB now held only by the snapshot
+  auto list = pool_->ListSnapshots("");
+  EXPECT_EQ(list[0].exclusive_bytes, 2 * mb);
+  EXPECT_EQ(pool_->Stats().live_bytes, live_alone + 2 * mb);
+  ASSERT_TRUE(pool_->DeleteSnapshot("", "s").ok());
+  EXPECT_EQ(pool_->Stats().live_bytes, live_alone);
+  ASSERT_TRUE(pool_->Checkpoint().ok());
+  ASSERT_TRUE(pool_->RunCleaner(pool_->Stats().segments_total).ok());
+  PoolStats st = pool_->Stats();
+  EXPECT_EQ(st.live_bytes, live_alone);
+  // Media in use is about the live data (plus open segments).
+  uint64_t seg = uint64_t(pool_->geometry().segment_blocks) * 4096;
+  EXPECT_LE(uint64_t(st.segments_total - st.segments_free) * seg, live_alone + 3 * seg);
+}
+
+TEST_F(SnapshotTest, ManySnapshotsShareUnchangedLeaves) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 8 << 20);
+  uint64_t mem0 = pool_->Stats().map_memory_bytes;
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(pool_->CreateSnapshot("", "s" + std::to_string(i)).ok());
+  // Nothing changed after them: no tree node was copied.
+  EXPECT_EQ(pool_->Stats().map_memory_bytes, mem0);
+  EXPECT_EQ(pool_->Stats().snapshots, 100u);
+  Put(v, 2, 4096 * 7, 4096);
+  EXPECT_GT(pool_->Stats().map_memory_bytes, mem0);
+  Reopen(true);
+  EXPECT_EQ(pool_->ListSnapshots("ftl0").size(), 100u);
+}
+
+}  // namespace
+}  // namespace ftl
