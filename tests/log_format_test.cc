@@ -2,6 +2,7 @@
 // of damaged or foreign bytes.
 
 #include "log/log_format.h"
+#include "util/encoding.h"
 
 #include <gtest/gtest.h>
 
@@ -53,6 +54,41 @@ TEST(LogFormat, RecordHeaderRoundTrip) {
   EXPECT_EQ(d->ops[1].trim.count, 12u);
   EXPECT_EQ(d->ops[2].reloc.blocks[0].data_seq, 14u);
   EXPECT_EQ(d->ops[2].reloc.blocks[0].lba, 16u);
+}
+
+TEST(LogFormat, NoteOpsRoundTrip) {
+  RecordHeader h;
+  h.seq = 7;
+  Op tree{OpType::kTree};
+  tree.tree = {12, 0, 1, 1, 123456789, "hourly-1"};
+  Op drop{OpType::kDrop};
+  drop.drop = 9;
+  Op rb{OpType::kRollback};
+  rb.rollback = {0, 12};
+  Op cl{OpType::kClone};
+  cl.clone = {12, 100, 0, 200, 50};
+  Op at{OpType::kAttr};
+  at.attr = {0, 5, 6, kAttrNonPersistent, kAttrImmutable};
+  h.ops = {tree, drop, rb, cl, at};
+  size_t payload = 0;
+  for (const Op& o : h.ops) payload += OpPayloadBytes(o);
+  std::vector<std::byte> buf(kBlock);
+  EncodeRecordHeader(h, buf);
+  EXPECT_EQ(h.data_blocks, 0u);
+  auto d = DecodeRecordHeader(buf);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->ops.size(), 5u);
+  EXPECT_EQ(d->ops[0].tree.name, "hourly-1");
+  EXPECT_EQ(d->ops[0].tree.time_ns, 123456789u);
+  EXPECT_EQ(d->ops[0].tree.kind, 1);
+  EXPECT_EQ(d->ops[1].drop, 9u);
+  EXPECT_EQ(d->ops[2].rollback.snap, 12u);
+  EXPECT_EQ(d->ops[3].clone.dst_lba, 200u);
+  EXPECT_EQ(d->ops[3].clone.count, 50u);
+  EXPECT_EQ(d->ops[4].attr.set, kAttrNonPersistent);
+  EXPECT_EQ(d->ops[4].attr.clear, kAttrImmutable);
+  // The payload length the header carries is what OpPayloadBytes predicts.
+  EXPECT_EQ(util::GetU32(buf.data() + 12), payload);
 }
 
 TEST(LogFormat, MultiBlockHeader) {
@@ -113,6 +149,10 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
   auto bad = enc;
   bad[30] ^= std::byte{1};
   EXPECT_TRUE(absl::IsDataLoss(DecodeSuperblock(bad).status()));
+  sb.format_version = 1;  // older formats still open
+  EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(sb)).ok());
+  sb.format_version = 0;
+  EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
   sb.format_version = kFormatVersion + 1;
   auto newer = DecodeSuperblock(EncodeSuperblock(sb));
   EXPECT_TRUE(absl::IsFailedPrecondition(newer.status()));

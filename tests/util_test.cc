@@ -56,6 +56,24 @@ TEST(EncodingTest, PutGetRoundTripEdgeValues) {
   }
 }
 
+TEST(EncodingTest, VarintsRoundTripAndRejectOverlong) {
+  std::vector<std::byte> buf;
+  Encoder e(&buf);
+  const std::vector<uint64_t> u = {0, 1, 127, 128, 300, 1ull << 32, UINT64_MAX};
+  const std::vector<int64_t> sv = {0, -1, 1, -64, 64, INT64_MIN, INT64_MAX};
+  for (uint64_t v : u) e.Varint(v);
+  for (int64_t v : sv) e.Svarint(v);
+  Decoder d(buf);
+  for (uint64_t v : u) EXPECT_EQ(d.Varint(), v);
+  for (int64_t v : sv) EXPECT_EQ(d.Svarint(), v);
+  EXPECT_TRUE(d.ok());
+  EXPECT_EQ(d.remaining(), 0u);
+  std::vector<std::byte> bad(11, std::byte{0x80});
+  Decoder b(bad);
+  b.Varint();
+  EXPECT_FALSE(b.ok());
+}
+
 TEST(EncodingTest, EncoderDecoderRoundTrip) {
   std::vector<std::byte> buf;
   Encoder enc(&buf);
