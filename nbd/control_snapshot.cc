@@ -79,6 +79,18 @@ absl::StatusOr<std::string> ResolveVolume(const DaemonContext& ctx, const std::s
   return absl::NotFoundError(absl::StrCat("no volume or export named '", name, "'"));
 }
 
+// The volume part of a snapshot reference: as ResolveVolume, but also a
+// volume that is gone (deactivated) while snapshots taken of it remain.
+absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
+                                                  const std::string& name) {
+  auto v = ResolveVolume(ctx, name);
+  if (v.ok() || !absl::IsNotFound(v.status())) return v;
+  for (const SnapshotInfo& s : ctx.pool->ListSnapshots("")) {
+    if (s.volume == name) return name;
+  }
+  return v;
+}
+
 // A tree reference for range operations (include/ftl/range.h): "" (the
 // primary volume), a volume or export name, "VOLUME@SNAPSHOT" or
 // "@SNAPSHOT". Export names are translated to their volumes.
@@ -91,7 +103,7 @@ absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::str
           absl::StrCat("'", ref, "': a snapshot reference is VOLUME@SNAPSHOT or @SNAPSHOT"));
     }
     if (vol.empty()) return ref;
-    auto v = ResolveVolume(ctx, vol);
+    auto v = ResolveSnapshotVolume(ctx, vol);
     if (!v.ok()) return v.status();
     return absl::StrCat(*v, ref.substr(at));
   }
@@ -194,7 +206,7 @@ absl::StatusOr<Json> SnapshotList(const DaemonContext& ctx, const Json& r) {
   if (!vol_arg.ok()) return vol_arg.status();
   std::string volume;  // "" = every volume
   if (!vol_arg->empty()) {
-    auto v = ResolveVolume(ctx, *vol_arg);
+    auto v = ResolveSnapshotVolume(ctx, *vol_arg);
     if (!v.ok()) return v.status();
     volume = *v;
   }
@@ -229,7 +241,7 @@ absl::StatusOr<Json> SnapshotDelete(const DaemonContext& ctx, const Json& r) {
   if (!vol_arg.ok()) return vol_arg.status();
   auto force = BoolArg(r, "force");
   if (!force.ok()) return force.status();
-  auto volume = ResolveVolume(ctx, *vol_arg);
+  auto volume = ResolveSnapshotVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
 
   Json deactivated = Json::array();
@@ -264,7 +276,7 @@ absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
   if (!export_name.ok()) return export_name.status();
   auto read_only = BoolArg(r, "read_only");
   if (!read_only.ok()) return read_only.status();
-  auto volume = ResolveVolume(ctx, *vol_arg);
+  auto volume = ResolveSnapshotVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
   // The export and the new volume share the name (so a restart exports it
   // again under the same name). An export alias (the primary under

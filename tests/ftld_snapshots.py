@@ -177,6 +177,12 @@ def test_list_exports_and_read_only_activation(env):
     assert r["snapshot"]["parent"] == "ftl0@first", r
     assert snapshots(d, "fork")["fork@f1"]["parent"] == "ftl0@first"
     assert set(snapshots(d)) == {"ftl0@first", "ftl0@second", "fork@f1"}
+    # The fork's snapshot outlives the fork and can still be activated.
+    d.ctl("snapshot", "deactivate", "fork")
+    assert set(snapshots(d, "fork")) == {"fork@f1"}
+    d.ctl("snapshot", "activate", "fork@f1", "--export", "again")
+    assert read(d, MiB, 0, "again") == pattern("F", MiB)
+    assert d.ctl("snapshot", "list", "--volume", "again")["snapshots"] == []
     assert d.stop() == 0
 
 
