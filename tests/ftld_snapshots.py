@@ -292,6 +292,51 @@ def test_bad_names_and_requests(env):
     assert d.stop() == 0
 
 
+def test_snapshot_point_in_time_under_writes(env):
+    """Every write acknowledged before the create request is in the snapshot,
+    none issued after its reply is: a writer stamps block 0 with 1, 2, 3...
+    while snapshots are taken."""
+    import random
+    import threading
+    import time
+    d = env.start_ftld(size="1G")
+    state = {"issued": 0, "acked": 0, "stop": False, "error": None}
+
+    def writer():
+        h = connect(d)
+        try:
+            i = 0
+            while not state["stop"]:
+                i += 1
+                state["issued"] = i
+                h.pwrite(f"{i:012d}".encode().ljust(4096, b"."), 0)
+                state["acked"] = i
+        except Exception as e:  # reported below
+            state["error"] = e
+        h.shutdown()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    bounds = []
+    try:
+        for k in range(10):
+            time.sleep(random.uniform(0.01, 0.1))
+            lo = state["acked"]
+            d.ctl("snapshot", "create", f"p{k}")
+            hi = state["issued"]
+            bounds.append((lo, hi))
+    finally:
+        state["stop"] = True
+        t.join(60)
+    assert state["error"] is None, state["error"]
+    for k, (lo, hi) in enumerate(bounds):
+        d.ctl("snapshot", "activate", f"p{k}", "--export", f"p{k}", "--read-only")
+        v = int(read(d, 4096, 0, f"p{k}")[:12])
+        assert lo <= v <= hi, (k, lo, v, hi)
+    assert bounds[-1][1] > 20, bounds   # the writer really ran meanwhile
+    assert d.stop() == 0
+
+
 def check_state(d, a, b, c):
     """The state built by test_persistence, checked after each restart."""
     snaps = snapshots(d)
