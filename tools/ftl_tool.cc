@@ -82,9 +82,18 @@ int main(int argc, char** argv) {
     std::printf("next seq        %llu\n", (unsigned long long)s.next_seq);
     for (const std::string& name : p.VolumeNames()) {
       ftl::VolumeStats v = p.GetVolume(name)->Stats();
-      std::printf("volume          %-16s size %s, mapped %s\n", name.c_str(),
+      std::string origin = p.VolumeOrigin(name);
+      std::printf("volume          %-16s size %s, mapped %s%s%s\n", name.c_str(),
                   ftl::util::FormatSize(v.size_bytes).c_str(),
-                  ftl::util::FormatSize(v.mapped_bytes).c_str());
+                  ftl::util::FormatSize(v.mapped_bytes).c_str(),
+                  origin.empty() ? "" : ", activated from ", origin.c_str());
+    }
+    for (const ftl::SnapshotInfo& si : p.ListSnapshots("")) {
+      std::printf("snapshot        %s@%s seq %llu, parent %s, exclusive %s%s%s\n",
+                  si.volume.c_str(), si.name.c_str(), (unsigned long long)si.seq,
+                  si.parent.empty() ? "-" : si.parent.c_str(),
+                  ftl::util::FormatSize(si.exclusive_bytes).c_str(),
+                  si.active_as.empty() ? "" : ", active as ", si.active_as.c_str());
     }
     return 0;
   }
