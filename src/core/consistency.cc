@@ -2,6 +2,7 @@
 // optionally, that every live block still matches its checksum). Used by
 // ftl-tool and the crash tests.
 
+#include <set>
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
@@ -46,6 +47,34 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     if (counted != v->tree.mapped_blocks())
       problem(absl::StrFormat("volume %s: mapped count %d but extents cover %d", v->name,
                               v->tree.mapped_blocks(), counted));
+  }
+  // The catalogue: links name existing trees of the right kind, names are
+  // unique, attributes lie inside their volume, ids are below next_tree_id.
+  std::set<std::string> vol_names, snap_names;
+  for (const auto& [id, v] : st.volumes()) {
+    const std::string what = v->is_snapshot() ? "snapshot " + v->origin_name + "@" + v->name
+                                              : "volume " + v->name;
+    if (id >= st.next_tree_id()) problem(absl::StrFormat("%s: id %d >= next id %d", what, id, st.next_tree_id()));
+    if (v->parent != kNoTree) {
+      const VolumeMeta* p = st.volume(v->parent);
+      if (!p || !p->is_snapshot()) problem(absl::StrFormat("%s: parent %d is no snapshot", what, v->parent));
+    }
+    if (v->is_snapshot()) {
+      if (!snap_names.insert(v->origin_name + "@" + v->name).second)
+        problem(absl::StrFormat("%s: name used twice", what));
+      if (!v->read_only) problem(absl::StrFormat("%s: not read-only", what));
+    } else {
+      if (!vol_names.insert(v->name).second) problem(absl::StrFormat("%s: name used twice", what));
+      if (v->origin != kNoTree) {
+        const VolumeMeta* o = st.volume(v->origin);
+        if (!o || !o->is_snapshot())
+          problem(absl::StrFormat("%s: activated from %d, which is no snapshot", what, v->origin));
+      }
+    }
+    for (const clone::AttrRange& a : v->attrs.All()) {
+      if (uint64_t(a.lba) + a.count > v->size_blocks)
+        problem(absl::StrFormat("%s: attribute range at %d runs past the end", what, a.lba));
+    }
   }
   while (!stack.empty()) {
     auto [n, vol] = stack.back();
