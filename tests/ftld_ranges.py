@@ -159,6 +159,14 @@ def test_merge_policies(env):
     assert h.pread(64 * KiB, 3 * MiB) == expected_merge(base, last=True)
     # Sources and base themselves are untouched.
     assert h.pread(3 * MiB, 0) == before[:3 * MiB]
+    # Base and sources from a snapshot, the result into the live volume.
+    d.ctl("snapshot", "create", "m")
+    h.pwrite(b"L" * 64 * KiB, 5 * MiB)
+    h.pwrite(b"x" * 3 * MiB, 0)
+    d.ctl("range", "merge", "--base", "0", "--dst", "5M", "--len", "64K", "--policy", "last",
+          "--from", "@m", "--to", "ftl0", "1M", "2M")
+    assert h.pread(64 * KiB, 5 * MiB) == expected_merge(base, last=True)
+    d.ctl("snapshot", "rollback", "m", "--force")
     # Merge into the base itself.
     d.ctl("range", "merge", "--base", "0", "--dst", "0", "--len", "64K", "--policy", "first",
           "1M", "2M")
