@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "ftl/pool.h"
 #include "media/fault_media.h"
 #include "test_util.h"
@@ -234,6 +236,47 @@ TEST_F(SnapshotTest, ManySnapshotsShareUnchangedLeaves) {
   EXPECT_GT(pool_->Stats().map_memory_bytes, mem0);
   Reopen(true);
   EXPECT_EQ(pool_->ListSnapshots("ftl0").size(), 100u);
+}
+
+TEST_F(SnapshotTest, MetadataAreaFullRefusesSnapshotsAndKeepsThePool) {
+  Volume* v = pool_->PrimaryVolume();
+  std::mt19937_64 rng(5);
+  const uint64_t blocks = v->size_bytes() / 4096;
+  absl::Status refused;
+  int taken = 0;
+  for (int i = 0; i < 200 && refused.ok(); ++i) {
+    // Scattered writes make every leaf diverge from the last snapshot.
+    for (int k = 0; k < 300; ++k) {
+      uint64_t off = (rng() % blocks) * 4096;
+      absl::Status s = v->Write(off, Pattern(i * 10000 + k, off, 4096));
+      if (!s.ok()) {
+        refused = s;
+        break;
+      }
+    }
+    if (!refused.ok()) break;
+    auto snap = pool_->CreateSnapshot("", "s" + std::to_string(i));
+    if (!snap.ok()) refused = snap.status();
+    else ++taken;
+  }
+  ASSERT_FALSE(refused.ok()) << "the metadata area never filled";
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_NE(refused.message().find("metadata area full"), std::string::npos) << refused;
+  EXPECT_GT(taken, 2);
+  std::printf("snapshots before the metadata area filled: %d (%s)\n", taken, std::string(refused.message()).c_str());
+  PoolStats st = pool_->Stats();
+  EXPECT_LE(st.metadata_bytes, st.metadata_capacity);
+  // Nothing is lost: checkpoints still fit, the pool closes and reopens.
+  ASSERT_TRUE(pool_->Checkpoint().ok());
+  Reopen(true);
+  EXPECT_EQ(pool_->ListSnapshots("").size(), size_t(taken));
+  auto rep = pool_->Check(false);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->problems.empty());
+  // Deleting snapshots makes room again.
+  for (int i = 0; i < taken; ++i) ASSERT_TRUE(pool_->DeleteSnapshot("", "s" + std::to_string(i)).ok());
+  ASSERT_TRUE(pool_->Checkpoint().ok());
+  EXPECT_TRUE(pool_->CreateSnapshot("", "again").ok());
 }
 
 }  // namespace

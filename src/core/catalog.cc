@@ -116,7 +116,7 @@ absl::StatusOr<SnapshotInfo> PoolImpl::CreateSnapshot(const std::string& volume,
     op.tree.id = state_->next_tree_id();
     if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
   }
-  if (absl::Status s = CheckMetadataRoom(uint64_t(sb_.ckpt_slot_blocks) * kBlockSize / 16);
+  if (absl::Status s = CheckMetadataRoom(16);
       !s.ok())
     return s;
   if (absl::Status s = SubmitNotes({NoteOp(op)}, true); !s.ok()) return s;
@@ -174,7 +174,7 @@ absl::StatusOr<Volume*> PoolImpl::ActivateSnapshot(const std::string& volume,
     if (absl::Status st = CheckName("volume", op.tree.name); !st.ok()) return st;
     if (absl::Status st = state_->ValidateNote(op); !st.ok()) return st;
   }
-  if (absl::Status s = CheckMetadataRoom(uint64_t(sb_.ckpt_slot_blocks) * kBlockSize / 16);
+  if (absl::Status s = CheckMetadataRoom(16);
       !s.ok())
     return s;
   if (absl::Status s = SubmitNotes({NoteOp(op)}, true); !s.ok()) return s;

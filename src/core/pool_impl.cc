@@ -644,14 +644,32 @@ bool PoolImpl::RangeImmutable(uint32_t vol, Bno lba, Bno n) {
   return v && v->attrs.Any(lba, n, log::kAttrImmutable);
 }
 
-absl::Status PoolImpl::CheckMetadataRoom(uint64_t reserve_bytes) const {
-  uint64_t cap = uint64_t(sb_.ckpt_slot_blocks) * kBlockSize;
-  // New nodes since the last checkpoint at their largest encoding.
-  uint64_t leaves = leaves_now_, inners = inners_now_;
-  uint64_t grown = (leaves > last_ckpt_leaves_ ? leaves - last_ckpt_leaves_ : 0) * 15 * map::kLeafCap +
-                   (inners > last_ckpt_inners_ ? inners - last_ckpt_inners_ : 0) * 10 * map::kInnerCap;
-  uint64_t estimate = last_ckpt_size_ + grown;
-  if (estimate + reserve_bytes <= cap) return absl::OkStatus();
+namespace {
+// Set on the thread that is committing records: it must not wait for a
+// checkpoint (the writer thread would wait for it in turn).
+thread_local bool t_committing = false;
+}  // namespace
+
+CommitterScope::CommitterScope() : outer_(t_committing) { t_committing = true; }
+CommitterScope::~CommitterScope() { t_committing = outer_; }
+
+absl::Status PoolImpl::CheckMetadataRoom(uint32_t reserve_divisor) {
+  const uint64_t cap = uint64_t(sb_.ckpt_slot_blocks) * kBlockSize;
+  const uint64_t reserve = cap / reserve_divisor;
+  uint64_t estimate = 0, grown = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // New nodes since the last checkpoint at their largest encoding.
+    uint64_t leaves = leaves_now_, inners = inners_now_;
+    grown = (leaves > last_ckpt_leaves_ ? leaves - last_ckpt_leaves_ : 0) * 15 * map::kLeafCap +
+            (inners > last_ckpt_inners_ ? inners - last_ckpt_inners_ : 0) * 10 * map::kInnerCap;
+    estimate = last_ckpt_size_ + grown;
+    if (estimate + reserve <= cap) return absl::OkStatus();
+    // The estimate counts new nodes at their largest; a checkpoint measures
+    // them. Only worth it when that part is large (at most one checkpoint
+    // per 1/64 of the slot of growth).
+    if (grown < cap / 64 || read_only_ || t_committing || attempt > 0) break;
+    if (absl::Status s = Checkpoint(); !s.ok()) break;
+  }
   return absl::ResourceExhaustedError(absl::StrFormat(
       "metadata area full: the map needs about %d of %d bytes of checkpoint space; delete "
       "snapshots or clones, or reformat with more space",

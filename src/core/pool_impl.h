@@ -37,6 +37,16 @@ namespace ftl::core {
 
 class PoolImpl;
 
+// Marks the current thread as committing records for its lifetime.
+class CommitterScope {
+ public:
+  CommitterScope();
+  ~CommitterScope();
+
+ private:
+  bool outer_;
+};
+
 // One operation of a request, before VBAs are chosen.
 struct ReqOp {
   log::OpType type = log::OpType::kWrite;
@@ -101,7 +111,7 @@ class VolumeImpl : public Volume {
  private:
   absl::Status CheckRange(uint64_t offset, uint64_t length, bool is_write) const;
   // Gone, read-only and immutable-range checks of a change to the range.
-  absl::Status CheckWritable(uint64_t offset, uint64_t length) const;
+  absl::Status CheckWritable(uint64_t offset, uint64_t length);
   // Builds the requests for whole-block writes of [first, first+n) from
   // `data`, split at the atomic size; `done` runs once all parts are
   // applied. The requests are appended to `out` for Pool::Submit.
@@ -194,9 +204,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // True if any block of the range is immutable.
   bool RangeImmutable(uint32_t vol, Bno lba, Bno n);
   // ResourceExhausted when the metadata area (checkpoint slot) could not
-  // hold the map after a change that may add `extra_bytes`; writes pass a
-  // small reserve, snapshots and range operations a larger one.
-  absl::Status CheckMetadataRoom(uint64_t reserve_bytes) const;
+  // keep 1/reserve_divisor of itself free for what a change may add; writes
+  // pass 64, snapshots and range operations 16. May write a checkpoint to
+  // replace its estimate with a measurement (never on a committing thread).
+  absl::Status CheckMetadataRoom(uint32_t reserve_divisor);
 
  private:
   explicit PoolImpl(std::shared_ptr<Media> media) : media_(std::move(media)) {}

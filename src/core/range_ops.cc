@@ -119,7 +119,7 @@ void PoolImpl::ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,
                                   std::function<void(absl::Status)> done) {
   absl::StatusOr<std::vector<ReqOp>> req = BuildRangeOps(ops);
   if (!req.ok()) return done(req.status());
-  if (absl::Status s = CheckMetadataRoom(uint64_t(sb_.ckpt_slot_blocks) * kBlockSize / 16);
+  if (absl::Status s = CheckMetadataRoom(16);
       !s.ok())
     return done(s);
   Request* r = MakeNoteRequest(std::move(*req), false);
@@ -194,7 +194,7 @@ absl::StatusOr<MergeResult> PoolImpl::Merge(const MergeRequest& req) {
           absl::StrCat("merge result too fragmented for one atomic note: ", s.message()));
   }
   if (!ops.empty()) {
-    if (absl::Status s = CheckMetadataRoom(uint64_t(sb_.ckpt_slot_blocks) * kBlockSize / 16);
+    if (absl::Status s = CheckMetadataRoom(16);
         !s.ok())
       return s;
     if (absl::Status s = SubmitNotes(std::move(ops), false); !s.ok()) return s;

@@ -25,7 +25,7 @@ absl::Status VolumeImpl::CheckRange(uint64_t offset, uint64_t length, bool is_wr
   return absl::OkStatus();
 }
 
-absl::Status VolumeImpl::CheckWritable(uint64_t offset, uint64_t length) const {
+absl::Status VolumeImpl::CheckWritable(uint64_t offset, uint64_t length) {
   if (gone()) return absl::UnavailableError(name_ + " was removed");
   if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
   if (absl::Status s = CheckRange(offset, length, true); !s.ok()) return s;
@@ -38,8 +38,7 @@ absl::Status VolumeImpl::CheckWritable(uint64_t offset, uint64_t length) const {
     }
   }
   // A small reserve: writes may grow the map (copy-on-write leaves).
-  return pool_->CheckMetadataRoom(uint64_t(pool_->geometry().checkpoint_slot_blocks) *
-                                  kBlockSize / 64);
+  return pool_->CheckMetadataRoom(64);
 }
 
 void PoolImpl::LookupForRead(uint32_t vol, Bno lba, Bno n,

@@ -203,6 +203,7 @@ bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream
 }
 
 void PoolImpl::DrainQueue() {
+  CommitterScope scope;
   while (true) {
     std::vector<Request*> batch;
     log::Stream stream = log::Stream::kUser;
@@ -306,6 +307,7 @@ void PoolImpl::MaybeAutoCheckpoint() {
 }
 
 void PoolImpl::WriterLoop() {
+  CommitterScope scope;
   auto log = util::Logger("core");
   while (true) {
     std::vector<std::function<void(absl::Status)>> ckpt;
