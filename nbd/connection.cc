@@ -1,5 +1,6 @@
 #include "nbd/connection.h"
 
+#include <cstring>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -16,6 +17,9 @@ namespace {
 
 using boost::system::error_code;
 constexpr size_t kDiscardChunk = 1 << 20;
+// Receive buffer of the transmission phase: room for many small requests
+// per recv; larger payloads are read straight into their own buffers.
+constexpr size_t kReceiveBuffer = 256 << 10;
 constexpr size_t kMaxBatch = 64;
 
 }  // namespace
@@ -212,8 +216,49 @@ asio::awaitable<bool> Connection::Negotiate() {
   }
 }
 
+asio::awaitable<void> Connection::FillAtLeast(size_t n, error_code& ec) {
+  ec = {};
+  if (Buffered() >= n) co_return;
+  if (!rbuf_) rbuf_.reset(new std::byte[kReceiveBuffer]);
+  if (kReceiveBuffer - rpos_ < n) {  // make room: move the unparsed bytes down
+    std::memmove(rbuf_.get(), rbuf_.get() + rpos_, Buffered());
+    rend_ -= rpos_;
+    rpos_ = 0;
+  }
+  while (Buffered() < n) {
+    size_t got = co_await socket_.async_read_some(
+        asio::buffer(rbuf_.get() + rend_, kReceiveBuffer - rend_),
+        asio::redirect_error(asio::use_awaitable, ec));
+    rend_ += got;
+    if (ec) co_return;
+  }
+}
+
+asio::awaitable<size_t> Connection::ReadInto(std::byte* dst, size_t n, error_code& ec) {
+  ec = {};
+  size_t have = std::min(n, Buffered());
+  std::memcpy(dst, rbuf_.get() + rpos_, have);
+  rpos_ += have;
+  if (have == n) co_return n;
+  size_t rest = n - have;
+  if (rest <= kReceiveBuffer / 4) {
+    // Small: fill the buffer (it may bring the next requests along).
+    co_await FillAtLeast(rest, ec);
+    size_t take = std::min(rest, Buffered());
+    std::memcpy(dst + have, rbuf_.get() + rpos_, take);
+    rpos_ += take;
+    co_return have + take;
+  }
+  size_t got = co_await asio::async_read(socket_, asio::buffer(dst + have, rest),
+                                         asio::redirect_error(asio::use_awaitable, ec));
+  co_return have + got;
+}
+
 asio::awaitable<bool> Connection::Discard(uint64_t n) {
   error_code ec;
+  uint64_t buffered = std::min<uint64_t>(n, Buffered());
+  rpos_ += buffered;
+  n -= buffered;
   std::vector<std::byte> scratch(std::min<uint64_t>(n, kDiscardChunk));
   while (n > 0) {
     size_t chunk = std::min<uint64_t>(n, scratch.size());
@@ -250,11 +295,17 @@ asio::awaitable<void> Connection::Serve() {
     }
     if (stopping_ || closed_) break;
     // Keep collecting writes only while the next request is already here.
-    if (pending_writes_.size() >= kMaxPendingWrites || SocketAvailable() < kRequestSize)
+    if (pending_writes_.size() >= kMaxPendingWrites ||
+        (Buffered() < kRequestSize && SocketAvailable() < kRequestSize))
       SubmitPendingWrites();
-    reading_header_ = true;
-    size_t got = co_await asio::async_read(socket_, asio::buffer(raw), token);
+    reading_header_ = Buffered() < kRequestSize;
+    co_await FillAtLeast(kRequestSize, ec);
     reading_header_ = false;
+    size_t got = std::min(Buffered(), kRequestSize);
+    if (!ec) {
+      std::memcpy(raw.data(), rbuf_.get() + rpos_, kRequestSize);
+      rpos_ += kRequestSize;
+    }
     if (ec) {
       if (stopping_ || closed_) break;
       if (got == 0) {
@@ -289,8 +340,9 @@ asio::awaitable<void> Connection::Serve() {
         }
       } else {
         payload = AllocateBuffer(r.length);
-        if (SocketAvailable() < r.length) SubmitPendingWrites();
-        got = co_await asio::async_read(socket_, asio::buffer(payload.get(), r.length), token);
+        if (Buffered() < r.length && Buffered() + SocketAvailable() < r.length)
+          SubmitPendingWrites();
+        got = co_await ReadInto(payload.get(), r.length, ec);
         if (ec) {
           env_.log->warn("{}: vanished inside a {} payload ({} of {} bytes)", Prefix(),
                          CommandName(r.type), got, r.length);

@@ -139,6 +139,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t inflight_ = 0;
   size_t inflight_bytes_ = 0;
   std::vector<Volume::AsyncWrite> pending_writes_;
+  // Transmission-phase receive buffer: [rpos_, rend_) of rbuf_ is received
+  // and not parsed yet. One recv usually brings many requests, so a request
+  // costs no syscall of its own.
+  std::unique_ptr<std::byte[]> rbuf_;
+  size_t rpos_ = 0, rend_ = 0;
+  size_t Buffered() const { return rend_ - rpos_; }
+  // Receives until at least n (<= kReceiveBuffer) bytes are buffered.
+  asio::awaitable<void> FillAtLeast(size_t n, boost::system::error_code& ec);
+  // Copies the next n bytes to dst: buffered ones first, then the socket.
+  // Returns how many arrived.
+  asio::awaitable<size_t> ReadInto(std::byte* dst, size_t n, boost::system::error_code& ec);
   std::deque<Out> queue_;
   std::vector<Out> writing_;  // the batch being written; empty when idle
   std::vector<asio::const_buffer> gather_;
