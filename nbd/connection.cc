@@ -284,7 +284,6 @@ asio::awaitable<void> Connection::Serve() {
                  ctx.read_only ? " (read-only)" : "");
 
   error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
   std::array<std::byte, kRequestSize> raw;
   for (;;) {
     if (inflight_ >= kMaxInflightRequests || inflight_bytes_ >= kMaxInflightBytes)
@@ -295,8 +294,9 @@ asio::awaitable<void> Connection::Serve() {
     }
     if (stopping_ || closed_) break;
     // Keep collecting writes only while the next request is already here.
-    if (pending_writes_.size() >= kMaxPendingWrites ||
-        (Buffered() < kRequestSize && SocketAvailable() < kRequestSize))
+    if (!pending_writes_.empty() &&
+        (pending_writes_.size() >= kMaxPendingWrites ||
+         (Buffered() < kRequestSize && SocketAvailable() < kRequestSize)))
       SubmitPendingWrites();
     reading_header_ = Buffered() < kRequestSize;
     co_await FillAtLeast(kRequestSize, ec);
@@ -340,7 +340,8 @@ asio::awaitable<void> Connection::Serve() {
         }
       } else {
         payload = AllocateBuffer(r.length);
-        if (Buffered() < r.length && Buffered() + SocketAvailable() < r.length)
+        if (!pending_writes_.empty() && Buffered() < r.length &&
+            Buffered() + SocketAvailable() < r.length)
           SubmitPendingWrites();
         got = co_await ReadInto(payload.get(), r.length, ec);
         if (ec) {
