@@ -1,6 +1,7 @@
 #include "nbd/connection.h"
 
 #include <cstring>
+#include <mutex>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -24,8 +25,51 @@ constexpr size_t kMaxBatch = 64;
 
 }  // namespace
 
+namespace {
+// Recycled 4 KiB buffers: most requests of a random 4 KiB workload need
+// one, and aligned_alloc/free of them was ~5% of the daemon's time.
+class PageBufferPool {
+ public:
+  std::byte* Get() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!free_.empty()) {
+        std::byte* p = free_.back();
+        free_.pop_back();
+        return p;
+      }
+    }
+    return static_cast<std::byte*>(std::aligned_alloc(4096, 4096));
+  }
+  void Put(std::byte* p) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (free_.size() < kMaxFree) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  static constexpr size_t kMaxFree = 4096;  // 16 MiB at most
+  std::mutex mu_;
+  std::vector<std::byte*> free_;
+};
+PageBufferPool& Pages() {
+  static PageBufferPool* pool = new PageBufferPool;  // never destroyed
+  return *pool;
+}
+}  // namespace
+
 std::shared_ptr<std::byte[]> AllocateBuffer(size_t n) {
-  size_t rounded = (std::max<size_t>(n, 1) + 4095) & ~size_t(4095);
+  if (n <= 4096) {
+    std::byte* p = Pages().Get();
+    if (p == nullptr) throw std::bad_alloc();
+    return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { Pages().Put(q); });
+  }
+  size_t rounded = (n + 4095) & ~size_t(4095);
   auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
   if (p == nullptr) throw std::bad_alloc();
   return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { std::free(q); });

@@ -168,7 +168,8 @@ void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua,
                               std::vector<Request*>* out) {
   Bno chunk = pool_->max_atomic_blocks();
   int parts = int((n + chunk - 1) / chunk);
-  auto join = std::make_shared<Join>(parts, std::move(done));
+  // One part (the common case) reports straight to `done`.
+  std::shared_ptr<Join> join = parts > 1 ? std::make_shared<Join>(parts, std::move(done)) : nullptr;
   for (Bno at = 0; at < n; at += chunk) {
     Bno len = std::min(chunk, n - at);
     auto* r = new Request;
@@ -186,7 +187,11 @@ void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua,
           std::span<const std::byte>(op.data + size_t(k) * kBlockSize, kBlockSize));
     }
     r->ops.push_back(std::move(op));
-    r->done = [join](absl::Status s) { join->Finish(s); };
+    if (join) {
+      r->done = [join](absl::Status s) { join->Finish(s); };
+    } else {
+      r->done = std::move(done);
+    }
     out->push_back(r);
   }
 }
