@@ -107,6 +107,7 @@ void BM_PoolRangeOps(benchmark::State& state, bool move, int depth, int threads,
     std::atomic<uint64_t> failed{0};
     absl::Status first_error;
     absl::Mutex mu;
+    const double cpu0 = ProcessCpuSeconds();
     auto t0 = Clock::now();
     if (threads == 0) {
       int in_flight = 0;
@@ -156,6 +157,7 @@ void BM_PoolRangeOps(benchmark::State& state, bool move, int depth, int threads,
       for (auto& t : ts) t.join();
     }
     const double secs = Seconds(Clock::now() - t0);
+    const double cpu = ProcessCpuSeconds() - cpu0;
     if (failed > 0) CheckOk(first_error, "range op");
     const uint64_t per_thread = threads ? (n / threads + per_call - 1) / per_call * per_call : 0;
     const uint64_t done = threads ? per_thread * threads : n;
@@ -172,9 +174,10 @@ void BM_PoolRangeOps(benchmark::State& state, bool move, int depth, int threads,
                                                           : std::string())
                                     : absl::StrFormat("ApplyRangeOpsAsync, %d in flight", depth)),
             rate / 1000, "k ops/s", ">= 250k ops/s", rate >= 250'000,
-            absl::StrFormat("%.2f us per op; %.1f ops per note record; %.0f media bytes per op "
-                            "(incl. checkpoints, %d of them); %d ops; load %.1f",
-                            1e6 / rate, double(done) / records,
+            absl::StrFormat("%.2f us per op, process CPU %.2f us per op; %.1f ops per note "
+                            "record; %.0f media bytes per op (incl. checkpoints, %d of them); %d "
+                            "ops; load %.1f",
+                            1e6 / rate, cpu * 1e6 / double(done), double(done) / records,
                             double(s1.media_write_bytes - s0.media_write_bytes) / double(done),
                             s1.checkpoint_count - s0.checkpoint_count, done, load0)});
   }
@@ -450,6 +453,11 @@ int main(int argc, char** argv) {
   using namespace ftl::bench;
   ParseFullFlag(&argc, argv);
   ftl::util::SetLogLevel("warn");
+  // Debian's abseil is built with Mutex deadlock detection on (every lock
+  // updates a lock graph); FTL_BENCH_NO_DEADLOCK_DETECTION=1 turns it off to
+  // measure what it costs.
+  if (std::getenv("FTL_BENCH_NO_DEADLOCK_DETECTION"))
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto one = [](benchmark::internal::Benchmark* b) {
     b->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
   };

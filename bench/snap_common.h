@@ -55,7 +55,7 @@ inline uint64_t MediaFor(uint64_t volume_bytes) {
 }
 
 // Forwards to another Media and adds up the time spent in Sync() (and
-// in Write()), so a caller can subtract the sync from an operation that
+// in Write() and Discard()), so a caller can subtract the sync from an operation that
 // ran alone.
 class TimedMedia : public Media {
  public:
@@ -81,7 +81,12 @@ class TimedMedia : public Media {
     return s;
   }
   absl::Status Discard(uint64_t offset, uint64_t length) override {
-    return inner_->Discard(offset, length);
+    auto t0 = Clock::now();
+    absl::Status s = inner_->Discard(offset, length);
+    discard_ns_.fetch_add(uint64_t(std::chrono::nanoseconds(Clock::now() - t0).count()),
+                          std::memory_order_relaxed);
+    discards_.fetch_add(1, std::memory_order_relaxed);
+    return s;
   }
   std::string Describe() const override { return inner_->Describe(); }
 
@@ -89,10 +94,13 @@ class TimedMedia : public Media {
   uint64_t syncs() const { return syncs_.load(); }
   uint64_t writes() const { return writes_.load(); }
   uint64_t write_ns() const { return write_ns_.load(); }
+  uint64_t discards() const { return discards_.load(); }
+  uint64_t discard_ns() const { return discard_ns_.load(); }
 
  private:
   std::shared_ptr<Media> inner_;
-  std::atomic<uint64_t> sync_ns_{0}, syncs_{0}, writes_{0}, write_ns_{0};
+  std::atomic<uint64_t> sync_ns_{0}, syncs_{0}, writes_{0}, write_ns_{0}, discards_{0},
+      discard_ns_{0};
 };
 
 // Sorted samples; Pct(0.5) is the median.

@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "snap_common.h"
 #include "util/logging.h"
 
@@ -230,12 +231,18 @@ void BM_SnapshotOps(benchmark::State& state, MediaKind kind, uint64_t bytes) {
     const int A = 50;
     CheckOk(bp.pool->CreateSnapshot("", "act-base").status(), "snapshot");
     TimedSamples act1, deact;
+    const uint64_t disc0 = bp.media->discards(), disc_ns0 = bp.media->discard_ns();
+    const uint64_t syncs0 = bp.media->syncs(), sync_ns0 = bp.media->sync_ns();
     for (int i = 0; i < A; ++i) {
       act1.Add(TimeCall(bp, [&] {
         CheckOk(bp.pool->ActivateSnapshot("", "act-base", "act-vol", false).status(), "activate");
       }));
       deact.Add(TimeCall(bp, [&] { CheckOk(bp.pool->DeactivateVolume("act-vol"), "deactivate"); }));
     }
+    const uint64_t act_discards = bp.media->discards() - disc0;
+    const double act_discard_ms = double(bp.media->discard_ns() - disc_ns0) / 1e6;
+    const double act_sync_us =
+        double(bp.media->sync_ns() - sync_ns0) / 1e3 / double(bp.media->syncs() - syncs0);
     // Deactivation of a volume that wrote 4096 random blocks (frees the
     // leaves it copied and the VBAs it allocated).
     TimedSamples deact_w;
@@ -290,8 +297,11 @@ void BM_SnapshotOps(benchmark::State& state, MediaKind kind, uint64_t bytes) {
     }
     Report({"deactivate", label + ": DeactivateVolume, no writes", deact.total.Pct(0.5), "us p50",
             "", true,
-            absl::StrFormat("p99 %.1f us; excluding the sync p50 %.1f us", deact.total.Pct(0.99),
-                            deact.excl.Pct(0.5))});
+            absl::StrFormat("p99 %.1f us; excluding the sync p50 %.1f us; during these %d "
+                            "activations + deactivations: mean sync %.0f us, %d discards by "
+                            "the pool's idle discard (%.1f ms in Media::Discard)",
+                            deact.total.Pct(0.99), deact.excl.Pct(0.5), A, act_sync_us,
+                            act_discards, act_discard_ms)});
     Report({"deactivate", label + ": DeactivateVolume after 4096 random writes",
             deact_w.total.Pct(0.5), "us p50", "", true,
             absl::StrFormat("max %.1f us; excluding the sync p50 %.1f us; n=5",
@@ -501,6 +511,11 @@ int main(int argc, char** argv) {
   using ftl::bench::MediaKind;
   ParseFullFlag(&argc, argv);
   ftl::util::SetLogLevel("warn");
+  // Debian's abseil is built with Mutex deadlock detection on (every lock
+  // updates a lock graph); FTL_BENCH_NO_DEADLOCK_DETECTION=1 turns it off to
+  // measure what it costs.
+  if (std::getenv("FTL_BENCH_NO_DEADLOCK_DETECTION"))
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto one = [](benchmark::internal::Benchmark* b) {
     b->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
   };

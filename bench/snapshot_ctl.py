@@ -6,6 +6,7 @@ between two creates, and times CLI round trips (ftlctl, qemu-img).
 
   snapshot_ctl.py create --control SOCK --prefix P --count N [--uri URI --writes W]
   snapshot_ctl.py delete --control SOCK --prefix P --count N
+  snapshot_ctl.py request --control SOCK --count N JSON
   snapshot_ctl.py cli --count N -- COMMAND... ({i} in COMMAND is the index)
 
 Prints one JSON object: latencies in microseconds (p50, p99, max, mean, n).
@@ -103,6 +104,21 @@ def cmd_delete(a):
     print(json.dumps(out))
 
 
+def cmd_request(a):
+    c = Control(a.control)
+    us, errors = [], []
+    for _ in range(a.count):
+        rep, t = c.request(json.loads(a.json))
+        if rep.get("ok"):
+            us.append(t)
+        else:
+            errors.append(rep.get("error"))
+    out = summary(us)
+    out["errors"] = errors[:3]
+    out["failed"] = len(errors)
+    print(json.dumps(out))
+
+
 def cmd_cli(a):
     us, errors = [], []
     for i in range(a.count):
@@ -133,13 +149,17 @@ def main():
     d.add_argument("--control", required=True)
     d.add_argument("--prefix", default="s")
     d.add_argument("--count", type=int, default=10)
+    r = sub.add_parser("request")
+    r.add_argument("--control", required=True)
+    r.add_argument("--count", type=int, default=10)
+    r.add_argument("json")
     x = sub.add_parser("cli")
     x.add_argument("--count", type=int, default=10)
     x.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args()
     if a.cmd == "cli" and a.command and a.command[0] == "--":
         a.command = a.command[1:]
-    {"create": cmd_create, "delete": cmd_delete, "cli": cmd_cli}[a.cmd](a)
+    {"create": cmd_create, "delete": cmd_delete, "request": cmd_request, "cli": cmd_cli}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@
 #  A. fio (--ioengine=nbd, 1 job) 4 KiB random write and read IOPS at QD 32
 #     on ftld with 0 snapshots vs N snapshots present (N created through the
 #     control socket with random 4 KiB writes between them), in cycles
-#     0 -> N -> (delete all) 0 -> N ..., so drift shows.
+#     0 -> N -> (delete all) 0 -> N ..., so drift shows. With N snapshots
+#     randwrite runs twice: the 1st run also pays the first write to every
+#     block after the snapshots (new VBAs, copied leaves), the 2nd is the
+#     steady state. Each row also shows the pool's counters over the run.
 #  B. Snapshot create round trip at 1, 4, 8 GiB of written data (--sizes):
 #     over the control socket (one persistent connection; includes the
 #     durable note), as `ftlctl snapshot create` (includes starting the CLI),
@@ -103,7 +106,7 @@ jget() { "$PY" -c "import json,sys; d=json.loads(sys.argv[1]); print(d.get('$2',
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(load), fio $(fio --version)," \
      "$(qemu-img --version | head -1)"
 echo "# directory: $DIR ($(df -h --output=fstype,size,avail "$DIR" | tail -1 | xargs))"
-echo "# ftld: $FTLD (commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "# ftld: $FTLD; source checkout at $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 # ------------------------------------------------------------------ part A
 part_a() {
@@ -119,17 +122,34 @@ part_a() {
   uri="nbd://127.0.0.1:$port/"
   fio --name=fill --ioengine=nbd --uri="$uri" --rw=write --bs=1m --iodepth=8 --size="$SIZE" \
       --output=/dev/null
+  stats() { "$FTLCTL" --control "$sock" --json stats; }
+  # Pool counters between two `stats` replies: WA, relocated, segments
+  # cleaned, map memory.
+  delta() {
+    "$PY" - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.loads(x)["pool"] for x in sys.argv[1:3])
+d = lambda k: b[k] - a[k]
+user = d("user_write_bytes")
+wa = d("media_write_bytes") / user if user else 0
+print("WA %.2f, relocated %.0f MiB, %d segments cleaned, map %.1f MiB, %d checkpoints" % (
+    wa, d("gc_relocated_bytes") / 2**20, d("gc_segments_cleaned"), b["map_memory_bytes"] / 2**20,
+    d("checkpoint_count")))
+PY
+  }
   run() {  # label rw -> prints a row, appends to $DIR/a.rows
-    local out="$DIR/fio-a.json"
+    local out="$DIR/fio-a.json" s0 s1
+    s0=$(stats)
     fio --name=a --ioengine=nbd --uri="$uri" --rw="$2" --bs=4k --iodepth=32 --numjobs=1 \
         --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 \
         --output-format=json --output="$out" >/dev/null
+    s1=$(stats)
     local r; r=$(summarize "$out")
-    printf "%-28s %-10s %10s %9s %9s   load %s\n" "$1" "$2" $r "$(load)"
+    printf "%-34s %-10s %10s %9s %9s   load %s; %s\n" "$1" "$2" $r "$(load)" "$(delta "$s0" "$s1")"
     echo "$1 $2 $r" >>"$DIR/a.rows"
   }
   : >"$DIR/a.rows"
-  printf "%-28s %-10s %10s %9s %9s\n" "state" "workload" "IOPS" "p50 us" "p99 us"
+  printf "%-34s %-10s %10s %9s %9s\n" "state" "workload" "IOPS" "p50 us" "p99 us"
   for c in $(seq 1 "$CYCLES"); do
     run "0 snapshots (cycle $c)" randwrite
     run "0 snapshots (cycle $c)" randread
@@ -143,7 +163,8 @@ part_a() {
         --uri "$uri" --writes 1000)
     echo "# created $NSNAP snapshots (1000 random writes before each): round trip" \
          "p50 $(jget "$r" p50) us, p99 $(jget "$r" p99) us, failed $(jget "$r" failed)"
-    run "$NSNAP snapshots (cycle $c)" randwrite
+    run "$NSNAP snapshots, 1st (cycle $c)" randwrite
+    run "$NSNAP snapshots, 2nd (cycle $c)" randwrite
     run "$NSNAP snapshots (cycle $c)" randread
     r=$("$PY" "$CTL" delete --control "$sock" --prefix "c${c}s" --count "$NSNAP")
     echo "# deleted them: round trip p50 $(jget "$r" p50) us, p99 $(jget "$r" p99) us," \
@@ -155,13 +176,15 @@ part_a() {
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1])]
 n = sys.argv[2]
-for rw in ("randwrite", "randread"):
+for rw, which in (("randwrite", "1st"), ("randwrite", "2nd"), ("randread", "")):
     base = [float(r[-3]) for r in rows if r[0] == "0" and r[-4] == rw]
-    snap = [float(r[-3]) for r in rows if r[0] == n and r[-4] == rw]
+    snap = [float(r[-3]) for r in rows
+            if r[0] == n and r[-4] == rw and (not which or which + "," in " ".join(r))]
     b, s = statistics.mean(base), statistics.mean(snap)
     slower = (b - s) / b * 100
-    print(f"{rw:<10} 0 snapshots {b:9.0f} IOPS (mean of {len(base)}), {n} snapshots {s:9.0f}"
-          f" -> {slower:+.1f}% slower (goal <= 3%: {'met' if slower <= 3 else 'MISSED'})")
+    label = rw + (f" ({which} run after creating them)" if which else "")
+    print(f"{label:<42} 0 snapshots {b:9.0f} IOPS (mean of {len(base)}), {n} snapshots "
+          f"{s:9.0f} -> {slower:+.1f}% slower (goal <= 3%: {'met' if slower <= 3 else 'MISSED'})")
 PY
     echo "# ftld stats after part A:"
     "$FTLCTL" --control "$sock" stats 2>/dev/null | \
@@ -203,11 +226,16 @@ part_b() {
       r=$("$PY" "$CTL" cli --count "$CREATES" -- "$FTLCTL" --control "$sock" snapshot create \
           "g${g}c{i}")
       row "${g} GiB" "ftld: ftlctl snapshot create (CLI process)" "$r" "load $(load)"
+      r=$("$PY" "$CTL" request --control "$sock" --count 5 '{"cmd":"snapshot","action":"list"}')
+      row "${g} GiB" "ftld: control socket round trip (list)" "$r" \
+          "$(( 2 * CREATES )) snapshots"
       r=$("$PY" "$CTL" delete --control "$sock" --prefix "g${g}s" --count "$CREATES")
-      row "${g} GiB" "ftld: control socket round trip (delete)" "$r" ""
+      row "${g} GiB" "ftld: control socket round trip (delete)" "$r" \
+          "the ones with writes between, while the CLI ones exist"
       r=$("$PY" "$CTL" cli --count "$CREATES" -- "$FTLCTL" --control "$sock" snapshot delete \
           "g${g}c{i}")
-      row "${g} GiB" "ftld: ftlctl snapshot delete (CLI process)" "$r" ""
+      row "${g} GiB" "ftld: ftlctl snapshot delete (CLI process)" "$r" \
+          "created back to back: they share the root"
       done_g=$g
     else
       echo "${g} GiB   ftld side SKIPPED (ftlctl has no 'snapshot create')"
