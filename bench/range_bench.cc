@@ -454,9 +454,9 @@ int main(int argc, char** argv) {
   ParseFullFlag(&argc, argv);
   ftl::util::SetLogLevel("warn");
   // Debian's abseil is built with Mutex deadlock detection on (every lock
-  // updates a lock graph); FTL_BENCH_NO_DEADLOCK_DETECTION=1 turns it off to
-  // measure what it costs.
-  if (std::getenv("FTL_BENCH_NO_DEADLOCK_DETECTION"))
+  // updates a lock graph); ftld turns it off (nbd/main.cc), and so do these
+  // benchmarks unless FTL_BENCH_DEADLOCK_DETECTION=1.
+  if (!std::getenv("FTL_BENCH_DEADLOCK_DETECTION"))
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto one = [](benchmark::internal::Benchmark* b) {
     b->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
