@@ -256,14 +256,20 @@ absl::StatusOr<Json> SnapshotDelete(const DaemonContext& ctx, const Json& r) {
         "snapshot ", SnapRef(*volume, *name), " is active as export '",
         absl::StrJoin(shown, "', '"), "': deactivate it first or delete with force"));
   }
+  // With force, the engine removes the activated volumes and the snapshot
+  // in one note (all or nothing across a crash); their exports go first so
+  // no new client opens them meanwhile, and come back if the engine refuses.
+  std::vector<Export> removed;
   for (const std::string& v : active) {
-    auto removed = DeactivateVolume(ctx, v);
-    if (!removed.ok()) {
-      return Prefixed(removed.status(), absl::StrCat("deactivating '", v, "': "));
+    for (const Export& e : ctx.exports->List()) {
+      if (e.volume->name() == v && ctx.exports->Remove(e.name)) removed.push_back(e);
     }
     deactivated.push_back(v);
   }
-  if (absl::Status s = ctx.pool->DeleteSnapshot(*volume, *name); !s.ok()) return s;
+  if (absl::Status s = ctx.pool->DeleteSnapshot(*volume, *name, *force); !s.ok()) {
+    for (Export& e : removed) (void)ctx.exports->Add(std::move(e));
+    return s;
+  }
   return Json{{"deleted", SnapRef(*volume, *name)}, {"deactivated", deactivated}};
 }
 

@@ -155,18 +155,25 @@ struct Worker {
       std::string name = absl::StrCat("s", ++*counter);
       model->Add([vol, name](World& x) { x.snaps[vol + "@" + name] = x.vols[vol]; });
       s = pool->CreateSnapshot(vol, name).status();
-    } else if (kind < 75) {  // snapshot delete (not active)
-      std::vector<std::string> free;
-      for (auto& [ref, img] : w.snaps) {
-        bool active = false;
-        for (auto& [v, o] : w.origin) active |= o == ref;
-        if (!active) free.push_back(ref);
-      }
-      if (free.empty()) return absl::OkStatus();
-      std::string ref = free[rng() % free.size()];
-      model->Add([ref](World& x) { x.snaps.erase(ref); });
+    } else if (kind < 75) {  // snapshot delete (an active one with force)
+      if (w.snaps.empty()) return absl::OkStatus();
+      std::string ref = Pick(w.snaps, rng)->first;
+      bool active = false;
+      for (auto& [v, o] : w.origin) active |= o == ref;
+      if (active && rng() % 2) return absl::OkStatus();
+      model->Add([ref](World& x) {
+        x.snaps.erase(ref);
+        for (auto it = x.origin.begin(); it != x.origin.end();) {
+          if (it->second == ref) {
+            x.vols.erase(it->first);
+            it = x.origin.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      });
       size_t at = ref.find('@');
-      s = pool->DeleteSnapshot(ref.substr(0, at), ref.substr(at + 1));
+      s = pool->DeleteSnapshot(ref.substr(0, at), ref.substr(at + 1), /*force=*/active);
     } else if (kind < 80) {  // activate
       if (w.snaps.empty() || w.vols.size() >= 4) return absl::OkStatus();
       std::string ref = Pick(w.snaps, rng)->first;

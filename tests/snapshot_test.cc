@@ -113,7 +113,8 @@ TEST_F(SnapshotTest, NamesAndErrors) {
   ASSERT_TRUE(pool_->ActivateSnapshot("", "a", "x", false).ok());
   EXPECT_TRUE(absl::IsAlreadyExists(pool_->ActivateSnapshot("", "a", "x", false).status()));
   EXPECT_TRUE(absl::IsAlreadyExists(pool_->ActivateSnapshot("", "a", "ftl0", false).status()));
-  // Active snapshots are not deleted; the primary is not deactivated.
+  // Active snapshots are not deleted (unless forced); the primary is not
+  // deactivated.
   EXPECT_TRUE(absl::IsFailedPrecondition(pool_->DeleteSnapshot("", "a")));
   EXPECT_TRUE(absl::IsFailedPrecondition(pool_->DeactivateVolume("ftl0")));
   EXPECT_TRUE(absl::IsNotFound(pool_->DeactivateVolume("zzz")));
@@ -143,6 +144,25 @@ TEST_F(SnapshotTest, DeactivateFailsLaterRequestsAndFreesWrites) {
   auto again = pool_->ActivateSnapshot("", "s", "act", false);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(Has(*again, 1, 0, 64 << 10));
+}
+
+TEST_F(SnapshotTest, ForcedDeleteRemovesActivationsInOneStep) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 4096);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  auto a = pool_->ActivateSnapshot("", "s", "a1", false);
+  auto b = pool_->ActivateSnapshot("", "s", "a2", true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool_->DeleteSnapshot("", "s")));
+  ASSERT_TRUE(pool_->DeleteSnapshot("", "s", /*force=*/true).ok());
+  EXPECT_EQ(pool_->GetVolume("a1"), nullptr);
+  EXPECT_EQ(pool_->GetVolume("a2"), nullptr);
+  EXPECT_TRUE(pool_->ListSnapshots("").empty());
+  std::vector<std::byte> buf(4096);
+  EXPECT_TRUE(absl::IsUnavailable((*a)->Read(0, buf)));
+  Reopen(false);
+  EXPECT_EQ(pool_->VolumeNames(), std::vector<std::string>{"ftl0"});
+  EXPECT_TRUE(pool_->ListSnapshots("").empty());
 }
 
 TEST_F(SnapshotTest, LineageFormsATree) {

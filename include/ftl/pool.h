@@ -220,8 +220,10 @@ class Pool {
   // volume "" = all volumes. Ordered by creation (seq).
   virtual std::vector<SnapshotInfo> ListSnapshots(const std::string& volume) = 0;
   // Frees what only the snapshot held (the cleaner reclaims it).
-  // FailedPrecondition while a volume activated from it exists.
-  virtual absl::Status DeleteSnapshot(const std::string& volume, const std::string& name) = 0;
+  // FailedPrecondition while a volume activated from it exists, unless
+  // `force`: then those volumes are removed in the same note (atomically).
+  virtual absl::Status DeleteSnapshot(const std::string& volume, const std::string& name,
+                                      bool force = false) = 0;
   // A new volume showing the snapshot's content, named `new_volume`
   // ("" = "VOLUME-SNAPSHOT"). O(1). Writes to it never change the snapshot.
   virtual absl::StatusOr<Volume*> ActivateSnapshot(const std::string& volume,

@@ -139,18 +139,33 @@ std::vector<SnapshotInfo> PoolImpl::ListSnapshots(const std::string& volume) {
   return out;
 }
 
-absl::Status PoolImpl::DeleteSnapshot(const std::string& volume, const std::string& name) {
+absl::Status PoolImpl::DeleteSnapshot(const std::string& volume, const std::string& name,
+                                      bool force) {
   absl::MutexLock cat(&catalog_mu_);
-  log::Op op;
-  op.type = log::OpType::kDrop;
+  std::vector<ReqOp> ops;
   {
     absl::ReaderMutexLock l(&map_mu_);
     absl::StatusOr<uint32_t> id = ResolveTreeLocked(absl::StrCat(volume, "@", name), true);
     if (!id.ok()) return id.status();
+    std::vector<uint32_t> dropped;
+    if (force) {
+      // Volumes activated from it go first, in the same note.
+      for (const auto& [vid, v] : state_->volumes()) {
+        if (v->is_snapshot() || v->origin != *id) continue;
+        log::Op drop;
+        drop.type = log::OpType::kDrop;
+        drop.drop = vid;
+        ops.push_back(NoteOp(drop));
+        dropped.push_back(vid);
+      }
+    }
+    log::Op op;
+    op.type = log::OpType::kDrop;
     op.drop = *id;
-    if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
+    if (absl::Status s = state_->ValidateNote(op, dropped); !s.ok()) return s;
+    ops.push_back(NoteOp(op));
   }
-  return SubmitNotes({NoteOp(op)}, true);
+  return SubmitNotes(std::move(ops), true);
 }
 
 absl::StatusOr<Volume*> PoolImpl::ActivateSnapshot(const std::string& volume,

@@ -1,5 +1,6 @@
 #include "core/map_state.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
@@ -245,7 +246,10 @@ void MapState::ApplyNote(const log::Op& op, uint64_t seq) {
   }
 }
 
-absl::Status MapState::ValidateNote(const log::Op& op) const {
+absl::Status MapState::ValidateNote(const log::Op& op, const std::vector<uint32_t>& dropped) const {
+  auto gone = [&](uint32_t id) {
+    return std::find(dropped.begin(), dropped.end(), id) != dropped.end();
+  };
   auto range_ok = [](const VolumeMeta* v, Bno lba, Bno count) {
     return uint64_t(lba) + count <= v->size_blocks;
   };
@@ -284,12 +288,12 @@ absl::Status MapState::ValidateNote(const log::Op& op) const {
     }
     case log::OpType::kDrop: {
       const VolumeMeta* v = volume(op.drop);
-      if (!v) return absl::NotFoundError("no such tree");
+      if (!v || gone(op.drop)) return absl::NotFoundError("no such tree");
       if (!v->is_snapshot() && v->origin == kNoTree)
         return absl::FailedPreconditionError("the primary volume cannot be removed");
       if (v->is_snapshot()) {
         for (const auto& [id, o] : volumes_) {
-          if (!o->is_snapshot() && o->origin == v->id)
+          if (!o->is_snapshot() && o->origin == v->id && !gone(o->id))
             return absl::FailedPreconditionError(absl::StrCat(
                 "snapshot ", v->origin_name, "@", v->name, " is active as ", o->name));
         }

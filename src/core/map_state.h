@@ -86,7 +86,8 @@ class MapState {
   // have the right kind, ranges in bounds, names free, targets writable).
   // The committer calls it right before writing the note, so the check and
   // the apply see the same state.
-  absl::Status ValidateNote(const log::Op& op) const;
+  // `dropped`: trees removed by earlier ops of the same record.
+  absl::Status ValidateNote(const log::Op& op, const std::vector<uint32_t>& dropped = {}) const;
   // Unmaps every non-persistent range of every volume (crash recovery).
   // Returns the blocks unmapped.
   uint64_t DropNonPersistent();

@@ -157,7 +157,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::StatusOr<SnapshotInfo> CreateSnapshot(const std::string& volume,
                                               const std::string& name) override;
   std::vector<SnapshotInfo> ListSnapshots(const std::string& volume) override;
-  absl::Status DeleteSnapshot(const std::string& volume, const std::string& name) override;
+  absl::Status DeleteSnapshot(const std::string& volume, const std::string& name,
+                              bool force) override;
   absl::StatusOr<Volume*> ActivateSnapshot(const std::string& volume, const std::string& snapshot,
                                            const std::string& new_volume, bool read_only) override;
   absl::Status DeactivateVolume(const std::string& name) override;

@@ -360,6 +360,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     for (Request* r : batch) {
       absl::Status ok;
       std::vector<log::Op> ops;
+      std::vector<uint32_t> dropped;  // by earlier ops of this request
       for (ReqOp& op : r->ops) {
         log::Op o;
         o.type = op.type;
@@ -370,8 +371,9 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
             o = op.note;
             if (o.type == log::OpType::kTree) o.tree.id = next_tree;
           }
-          ok = state_->ValidateNote(o);
+          ok = state_->ValidateNote(o, dropped);
           if (!ok.ok()) break;
+          if (o.type == log::OpType::kDrop) dropped.push_back(o.drop);
           ops.push_back(std::move(o));
           continue;
         }
