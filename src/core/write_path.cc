@@ -347,7 +347,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   h.durable_seq = durable_seq_;
   h.uuid = sb_.uuid;
   h.stream = stream;
-  bool fua = false, notes = false;
+  bool fua = false, catalog = false;
   uint64_t user_blocks = 0, reloc_blocks = 0;
   size_t payload = 0;
   // Requests refused at commit time (their volume is gone, or a note no
@@ -392,7 +392,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
       }
       batch[kept++] = r;
       fua |= r->fua;
-      notes |= r->note;
+      catalog |= r->barrier;
       for (size_t k = 0; k < ops.size(); ++k) {
         log::Op& o = ops[k];
         ReqOp& op = r->ops[k];
@@ -484,7 +484,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
       ++sealed_since_ckpt_;
     }
   }
-  if (notes) RefreshVolumes();
+  if (catalog) RefreshVolumes();  // volumes or attributes changed
   for (Request* r : batch) {
     r->done(absl::OkStatus());
     delete r;
