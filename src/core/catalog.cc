@@ -47,7 +47,9 @@ Request* PoolImpl::MakeNoteRequest(std::vector<ReqOp> ops, bool barrier) {
 }
 
 absl::Status PoolImpl::SubmitNotes(std::vector<ReqOp> ops, bool barrier) {
-  return SubmitAndWait(MakeNoteRequest(std::move(ops), barrier));
+  // The caller waits anyway: it commits the note itself when nobody else is
+  // committing (no hand-off to the writer thread).
+  return SubmitAndWait(MakeNoteRequest(std::move(ops), barrier), /*allow_inline=*/true);
 }
 
 absl::StatusOr<uint32_t> PoolImpl::ResolveVolumeLocked(const std::string& name) const {

@@ -183,8 +183,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   // Used by VolumeImpl.
   void Submit(Request* r);
-  // Submits one request and waits for it; returns its status.
-  absl::Status SubmitAndWait(Request* r);
+  // Submits one request and waits for it; returns its status. With
+  // allow_inline the caller may commit it itself (see SubmitMany).
+  absl::Status SubmitAndWait(Request* r, bool allow_inline = false);
   // Queues several requests under one lock (they may share a record).
   // allow_inline: the calling thread may commit them itself (and run their
   // callbacks) when nobody else is committing; otherwise the writer thread

@@ -105,14 +105,10 @@ absl::StatusOr<std::vector<ReqOp>> PoolImpl::BuildRangeOps(const std::vector<Ran
 }
 
 absl::Status PoolImpl::ApplyRangeOps(const std::vector<RangeOp>& ops) {
-  absl::Notification n;
-  absl::Status result;
-  ApplyRangeOpsAsync(ops, [&](absl::Status s) {
-    result = s;
-    n.Notify();
-  });
-  n.WaitForNotification();
-  return result;
+  absl::StatusOr<std::vector<ReqOp>> req = BuildRangeOps(ops);
+  if (!req.ok()) return req.status();
+  if (absl::Status s = CheckMetadataRoom(16); !s.ok()) return s;
+  return SubmitNotes(std::move(*req), false);
 }
 
 void PoolImpl::ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,

@@ -19,14 +19,14 @@ constexpr uint64_t kInlineCommitMaxBlocks = 64;
 
 void PoolImpl::Submit(Request* r) { SubmitMany({r}); }
 
-absl::Status PoolImpl::SubmitAndWait(Request* r) {
+absl::Status PoolImpl::SubmitAndWait(Request* r, bool allow_inline) {
   absl::Notification n;
   absl::Status result;
   r->done = [&](absl::Status s) {
     result = s;
     n.Notify();
   };
-  Submit(r);
+  SubmitMany({r}, allow_inline);
   n.WaitForNotification();
   return result;
 }
