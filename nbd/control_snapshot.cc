@@ -189,11 +189,24 @@ absl::StatusOr<std::vector<std::string>> DeactivateVolume(const DaemonContext& c
   return names;
 }
 
-absl::StatusOr<Json> SnapshotCreate(const DaemonContext& ctx, const Json& r) {
+// The "name" and optional "volume" arguments most snapshot actions take.
+struct NamedSnapshotArgs {
+  std::string name;
+  std::string volume;  // "" = not given
+};
+absl::StatusOr<NamedSnapshotArgs> NameAndVolume(const Json& r) {
   auto name = StringArg(r, "name");
   if (!name.ok()) return name.status();
-  auto vol_arg = OptStringArg(r, "volume");
-  if (!vol_arg.ok()) return vol_arg.status();
+  auto volume = OptStringArg(r, "volume");
+  if (!volume.ok()) return volume.status();
+  return NamedSnapshotArgs{*name, *volume};
+}
+
+absl::StatusOr<Json> SnapshotCreate(const DaemonContext& ctx, const Json& r) {
+  auto args = NameAndVolume(r);
+  if (!args.ok()) return args.status();
+  const std::string* name = &args->name;
+  const std::string* vol_arg = &args->volume;
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
   auto info = ctx.pool->CreateSnapshot(*volume, *name);
@@ -235,10 +248,10 @@ std::vector<std::string> ActivatedFrom(const DaemonContext& ctx, const std::stri
 }
 
 absl::StatusOr<Json> SnapshotDelete(const DaemonContext& ctx, const Json& r) {
-  auto name = StringArg(r, "name");
-  if (!name.ok()) return name.status();
-  auto vol_arg = OptStringArg(r, "volume");
-  if (!vol_arg.ok()) return vol_arg.status();
+  auto args = NameAndVolume(r);
+  if (!args.ok()) return args.status();
+  const std::string* name = &args->name;
+  const std::string* vol_arg = &args->volume;
   auto force = BoolArg(r, "force");
   if (!force.ok()) return force.status();
   auto volume = ResolveSnapshotVolume(ctx, *vol_arg);
@@ -274,10 +287,10 @@ absl::StatusOr<Json> SnapshotDelete(const DaemonContext& ctx, const Json& r) {
 }
 
 absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
-  auto name = StringArg(r, "name");
-  if (!name.ok()) return name.status();
-  auto vol_arg = OptStringArg(r, "volume");
-  if (!vol_arg.ok()) return vol_arg.status();
+  auto args = NameAndVolume(r);
+  if (!args.ok()) return args.status();
+  const std::string* name = &args->name;
+  const std::string* vol_arg = &args->volume;
   auto export_name = OptStringArg(r, "export");
   if (!export_name.ok()) return export_name.status();
   auto read_only = BoolArg(r, "read_only");
@@ -337,10 +350,10 @@ std::vector<ConnectionInfo> ClientsOf(const DaemonContext& ctx, const std::strin
 }
 
 absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
-  auto name = StringArg(r, "name");
-  if (!name.ok()) return name.status();
-  auto vol_arg = OptStringArg(r, "volume");
-  if (!vol_arg.ok()) return vol_arg.status();
+  auto args = NameAndVolume(r);
+  if (!args.ok()) return args.status();
+  const std::string* name = &args->name;
+  const std::string* vol_arg = &args->volume;
   auto force = BoolArg(r, "force");
   if (!force.ok()) return force.status();
   auto volume = ResolveVolume(ctx, *vol_arg);

@@ -25,7 +25,6 @@
 namespace ftl {
 namespace {
 
-using media::CrashPlan;
 using media::FaultMedia;
 
 constexpr uint64_t kSector = 512;
@@ -173,18 +172,7 @@ TEST(CrashTest, RandomCrashPointsAgainstModel) {
     total_cleaned += pool->Stats().gc_segments_cleaned;
     pool.reset();  // the engine's threads stop; the media is frozen
 
-    CrashPlan plan;
-    plan.seed = rng();
-    plan.tear_next = rng() % 2;
-    switch (rng() % 3) {
-      case 0: plan.mode = CrashPlan::Mode::kDropAll; break;
-      case 1:
-        plan.mode = CrashPlan::Mode::kKeepPrefix;
-        plan.keep_count = fault->unsynced_writes() ? rng() % (fault->unsynced_writes() + 1) : 0;
-        break;
-      default: plan.mode = CrashPlan::Mode::kKeepRandom; break;
-    }
-    fault->Restart(plan);
+    fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
     auto reopened = Pool::Open(fault, open);
     ASSERT_TRUE(reopened.ok()) << "iteration " << it << ": " << reopened.status();
     pool = std::move(*reopened);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ftl/pool.h"
+#include "media/fault_media.h"
 
 namespace ftl::testing {
 
@@ -32,6 +33,23 @@ inline OpenOptions QuietOpen(bool cleaner = true) {
   o.start_cleaner = cleaner;
   o.checkpoint_interval = std::chrono::milliseconds(0);
   return o;
+}
+
+// A random crash plan: drop every unsynced write, keep a random prefix of
+// them, or keep a random subset; half the time the next write is torn.
+inline media::CrashPlan RandomCrashPlan(std::mt19937_64& rng, size_t unsynced_writes) {
+  media::CrashPlan plan;
+  plan.seed = rng();
+  plan.tear_next = rng() % 2;
+  switch (rng() % 3) {
+    case 0: plan.mode = media::CrashPlan::Mode::kDropAll; break;
+    case 1:
+      plan.mode = media::CrashPlan::Mode::kKeepPrefix;
+      plan.keep_count = unsynced_writes ? rng() % (unsynced_writes + 1) : 0;
+      break;
+    default: plan.mode = media::CrashPlan::Mode::kKeepRandom; break;
+  }
+  return plan;
 }
 
 }  // namespace ftl::testing
