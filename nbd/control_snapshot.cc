@@ -379,6 +379,25 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
 using SizeFields = std::initializer_list<std::pair<const char*, uint64_t*>>;
 using TreeFields = std::initializer_list<std::pair<const char*, std::string*>>;
 
+// Reads three size fields and the optional "from"/"to" tree references
+// (resolved to engine names) of a range request.
+absl::Status ReadRangeFields(const DaemonContext& ctx, const Json& j, const SizeFields& sizes,
+                             std::string* from, std::string* to) {
+  for (auto [key, field] : sizes) {
+    auto v = SizeArg(j, key);
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  for (auto [key, field] : TreeFields{{"from", from}, {"to", to}}) {
+    auto s = OptStringArg(j, key);
+    if (!s.ok()) return s.status();
+    auto t = ResolveTree(ctx, *s);
+    if (!t.ok()) return Prefixed(t.status(), absl::StrCat("\"", key, "\": "));
+    *field = *t;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RangeOp> ParseRangeOp(const DaemonContext& ctx, const Json& j,
                                      std::optional<RangeOp::Kind> kind) {
   if (!j.is_object()) return absl::InvalidArgumentError("an operation must be a JSON object");
@@ -397,18 +416,10 @@ absl::StatusOr<RangeOp> ParseRangeOp(const DaemonContext& ctx, const Json& j,
           absl::StrCat("unknown \"op\" '", *name, "' (clone or move)"));
     }
   }
-  for (auto [key, field] : SizeFields{{"src", &op.src}, {"dst", &op.dst}, {"len", &op.len}}) {
-    auto v = SizeArg(j, key);
-    if (!v.ok()) return v.status();
-    *field = *v;
-  }
-  for (auto [key, field] : TreeFields{{"from", &op.from}, {"to", &op.to}}) {
-    auto s = OptStringArg(j, key);
-    if (!s.ok()) return s.status();
-    auto t = ResolveTree(ctx, *s);
-    if (!t.ok()) return Prefixed(t.status(), absl::StrCat("\"", key, "\": "));
-    *field = *t;
-  }
+  if (absl::Status st = ReadRangeFields(ctx, j, {{"src", &op.src}, {"dst", &op.dst}, {"len", &op.len}},
+                                         &op.from, &op.to);
+      !st.ok())
+    return st;
   return op;
 }
 
@@ -437,18 +448,11 @@ absl::StatusOr<Json> RangeBatch(const DaemonContext& ctx, const Json& r) {
 
 absl::StatusOr<Json> RangeMerge(const DaemonContext& ctx, const Json& r) {
   MergeRequest req;
-  for (auto [key, field] : SizeFields{{"base", &req.base}, {"dst", &req.dst}, {"len", &req.len}}) {
-    auto v = SizeArg(r, key);
-    if (!v.ok()) return v.status();
-    *field = *v;
-  }
-  for (auto [key, field] : TreeFields{{"from", &req.from}, {"to", &req.to}}) {
-    auto s = OptStringArg(r, key);
-    if (!s.ok()) return s.status();
-    auto t = ResolveTree(ctx, *s);
-    if (!t.ok()) return Prefixed(t.status(), absl::StrCat("\"", key, "\": "));
-    *field = *t;
-  }
+  if (absl::Status st =
+          ReadRangeFields(ctx, r, {{"base", &req.base}, {"dst", &req.dst}, {"len", &req.len}},
+                          &req.from, &req.to);
+      !st.ok())
+    return st;
   auto sources = r.find("sources");
   if (sources == r.end() || !sources->is_array() || sources->empty()) {
     return absl::InvalidArgumentError("\"sources\" must be a non-empty array of offsets");
