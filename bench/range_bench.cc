@@ -228,7 +228,7 @@ Meas RandomReads(Volume* vol, uint64_t n, int threads, uint64_t seed) {
   return m;
 }
 
-// Synchronous QD1 4 KiB writes to the given blocks.
+// QD1 4 KiB writes to the given blocks (WriteInline: the NBD server's path).
 Meas SyncWrites(Volume* vol, const std::vector<uint64_t>& blocks) {
   auto* buf = static_cast<std::byte*>(std::aligned_alloc(4096, kBlockSize));
   std::memset(buf, 0x5a, kBlockSize);
@@ -237,7 +237,8 @@ Meas SyncWrites(Volume* vol, const std::vector<uint64_t>& blocks) {
     for (uint64_t b : blocks) {
       ++stamp;
       std::memcpy(buf, &stamp, sizeof(stamp));
-      CheckOk(vol->Write(b * kBlockSize, std::span<const std::byte>(buf, kBlockSize)), "write");
+      CheckOk(WriteInline(vol, b * kBlockSize, std::span<const std::byte>(buf, kBlockSize)),
+              "write");
     }
   });
   std::free(buf);

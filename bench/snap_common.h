@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "bench_util.h"
 #include "ftl/media.h"
 #include "ftl/pool.h"
@@ -169,6 +170,27 @@ inline double FillSequential(Volume* vol, uint64_t bytes) {
   CheckOk(w.Drain(), "sequential fill");
   CheckOk(vol->Flush(), "flush");
   return Seconds(Clock::now() - t0);
+}
+
+// One write through Volume::WriteAsyncBatch, waiting for its completion:
+// the path ftld's NBD server takes. When nobody else is committing, the
+// calling thread commits it itself; Volume::Write instead hands every write
+// to the writer thread and waits to be woken, and on this VM a cross-thread
+// wake-up costs 5 us on a busy machine but ~100 us on an idle one, which
+// would swamp what the benchmarks compare.
+inline absl::Status WriteInline(Volume* vol, uint64_t offset, std::span<const std::byte> data) {
+  absl::Notification n;
+  absl::Status st;
+  std::vector<Volume::AsyncWrite> w(1);
+  w[0].offset = offset;
+  w[0].data = data;
+  w[0].done = [&](absl::Status s) {
+    st = s;
+    n.Notify();
+  };
+  vol->WriteAsyncBatch(std::move(w));
+  n.WaitForNotification();
+  return st;
 }
 
 // 4 KiB writes to the given blocks, WriteAsyncBatch(32) at QD 32.

@@ -52,36 +52,41 @@ struct Timed {
   double us = 0;
   double sync_us = 0;
   double write_us = 0;  // in Media::Write (the note's record)
+  double cpu_us = 0;    // process CPU time (every thread) during the call
 };
 template <typename F>
 Timed TimeCall(BenchPool& bp, F&& f) {
   uint64_t s0 = bp.media->sync_ns(), w0 = bp.media->write_ns();
+  const double c0 = ProcessCpuSeconds();
   auto t0 = Clock::now();
   f();
   auto t1 = Clock::now();
+  const double c1 = ProcessCpuSeconds();
   return {Us(t1 - t0), double(bp.media->sync_ns() - s0) / 1000.0,
-          double(bp.media->write_ns() - w0) / 1000.0};
+          double(bp.media->write_ns() - w0) / 1000.0, (c1 - c0) * 1e6};
 }
 
 struct TimedSamples {
-  Samples total, excl, io;  // io: sync + media write
+  Samples total, excl, io, cpu;  // io: sync + media write
   void Add(const Timed& t) {
     total.Add(t.us);
     excl.Add(t.us - t.sync_us);
     io.Add(t.us - t.sync_us - t.write_us);
+    cpu.Add(t.cpu_us);
   }
   void Sort() {
     total.Sort();
     excl.Sort();
     io.Sort();
+    cpu.Sort();
   }
 };
 
 
 // ---------------------------------------------------- first write after
 
-// Synchronous 4 KiB writes at random blocks for `seconds`; per-write
-// latency in us.
+// QD1 4 KiB writes at random blocks for `seconds` (WriteInline: the NBD
+// server's path); per-write latency in us.
 class SyncWriter {
  public:
   SyncWriter(Volume* vol, uint64_t seed) : vol_(vol), rng_(seed) {
@@ -101,7 +106,7 @@ class SyncWriter {
       std::memcpy(buf_, &stamp_, sizeof(stamp_));
       uint64_t off = (rng_() % blocks) * kBlockSize;
       auto t0 = Clock::now();
-      CheckOk(vol_->Write(off, std::span<const std::byte>(buf_, kBlockSize)), "write");
+      CheckOk(WriteInline(vol_, off, std::span<const std::byte>(buf_, kBlockSize)), "write");
       auto t1 = Clock::now();
       out->Add(Us(t1 - t0));
       if (t1 >= end) break;
@@ -216,13 +221,16 @@ void BM_SnapshotOps(benchmark::State& state, MediaKind kind, uint64_t bytes) {
     Report({"create", label + ": CreateSnapshot, excluding the media sync", create.excl.Pct(0.5),
             "us p50", "<= 50 us", create.excl.Pct(0.5) <= 50,
             absl::StrFormat("p99 %.1f us, max %.1f; excluding the note's media write too: p50 "
-                            "%.1f us, p99 %.1f; %d snapshots, 16 writes between",
+                            "%.1f us, p99 %.1f; process CPU per create p50 %.1f us (mean %.1f); "
+                            "%d snapshots, 16 writes between; load %.1f",
                             create.excl.Pct(0.99), create.excl.Max(), create.io.Pct(0.5),
-                            create.io.Pct(0.99), K)});
+                            create.io.Pct(0.99), create.cpu.Pct(0.5), create.cpu.Mean(), K,
+                            LoadAvg1())});
     Report({"create", label + ": CreateSnapshot, total", create.total.Pct(0.5), "us p50", "", true,
             absl::StrFormat("p99 %.1f us, max %.1f; sync ~%.1f us of the p50", create.total.Pct(0.99),
                             create.total.Max(), sync_p50)});
     Flat()[{"create p50 excl. sync", KindName(kind)}][bytes] = create.excl.Pct(0.5);
+    Flat()[{"create process CPU p50", KindName(kind)}][bytes] = create.cpu.Pct(0.5);
     Report({"list", label + absl::StrFormat(": ListSnapshots with %d snapshots", K),
             list.total.Pct(0.5), "us p50", "", true, "includes exclusive bytes per snapshot"});
 
@@ -286,14 +294,17 @@ void BM_SnapshotOps(benchmark::State& state, MediaKind kind, uint64_t bytes) {
     for (auto [name, s] : {std::pair{"depth 1", &act1}, std::pair{"depth 10", &act10}}) {
       Result r{"activate", label + ": ActivateSnapshot, " + name, s->total.Pct(0.5), "us p50",
               "<= 1000 us", s->total.Pct(0.5) <= 1000,
-              absl::StrFormat("p99 %.1f us, max %.1f; excluding the sync p50 %.1f us; n=%d%s",
+              absl::StrFormat("p99 %.1f us, max %.1f; excluding the sync p50 %.1f us; process "
+                              "CPU p50 %.1f us; n=%d%s",
                               s->total.Pct(0.99), s->total.Max(), s->excl.Pct(0.5),
-                              s->total.size(),
+                              s->cpu.Pct(0.5), s->total.size(),
                               s == &act10 ? "; parent of the deepest snapshot: " + lineage
                                           : std::string())};
       if (r.met && s->total.Pct(0.99) > 1000) r.met_text = "p50 yes, p99 **no**";
       Report(r);
       Flat()[{std::string("activate p50 ") + name, KindName(kind)}][bytes] = s->total.Pct(0.5);
+      Flat()[{std::string("activate process CPU p50 ") + name, KindName(kind)}][bytes] =
+          s->cpu.Pct(0.5);
     }
     Report({"deactivate", label + ": DeactivateVolume, no writes", deact.total.Pct(0.5), "us p50",
             "", true,
@@ -316,8 +327,10 @@ void BM_SnapshotOps(benchmark::State& state, MediaKind kind, uint64_t bytes) {
     }
     del.Sort();
     Report({"delete", label + ": DeleteSnapshot", del.total.Pct(0.5), "us p50", "", true,
-            absl::StrFormat("p99 %.1f us, max %.1f; excluding the sync p50 %.1f us; n=%d",
-                            del.total.Pct(0.99), del.total.Max(), del.excl.Pct(0.5), K)});
+            absl::StrFormat("p99 %.1f us, max %.1f; excluding the sync p50 %.1f us; process "
+                            "CPU p50 %.1f us; n=%d",
+                            del.total.Pct(0.99), del.total.Max(), del.excl.Pct(0.5),
+                            del.cpu.Pct(0.5), K)});
     MustCheck(bp.pool.get());
     state.SetIterationTime(1);
     state.counters["create_p50_excl_sync_us"] = create.excl.Pct(0.5);

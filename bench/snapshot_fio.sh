@@ -179,7 +179,7 @@ n = sys.argv[2]
 for rw, which in (("randwrite", "1st"), ("randwrite", "2nd"), ("randread", "")):
     base = [float(r[-3]) for r in rows if r[0] == "0" and r[-4] == rw]
     snap = [float(r[-3]) for r in rows
-            if r[0] == n and r[-4] == rw and (not which or which + "," in " ".join(r))]
+            if r[0] == n and r[-4] == rw and (not which or which in r)]
     b, s = statistics.mean(base), statistics.mean(snap)
     slower = (b - s) / b * 100
     label = rw + (f" ({which} run after creating them)" if which else "")
