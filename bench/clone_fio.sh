@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Range clones end to end (issue 5, "Benchmarks"): fio (--ioengine=nbd,
+# 1 job, QD 32 and QD 1, 4 KiB) through ftld on a backing file, in one run:
+#
+#  1. first write to cloned blocks vs a normal overwrite: region A (SIZE) is
+#     written sequentially; fio overwrites every block of A once in random
+#     order (normal overwrite: each block's VBA is reused); then A is cloned
+#     to region B with one `ftlctl range clone` and fio writes every block of
+#     B once in random order (each write breaks sharing: new VBA, tree
+#     update). Then the same for C <- clone of A at QD 1.
+#  2. regular I/O with clones present vs without: random 4 KiB reads over A
+#     on a fresh daemon without clones, and after A was cloned 16 times.
+#
+#   bench/clone_fio.sh [--build DIR] [--dir DIR] [--size SIZE]
+#
+# --build: a build tree with nbd/ftld and tools/ftlctl (default build).
+# Kills only what it started (by PID).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BUILD="${here}/../build"
+DIR=""
+SIZE_MB=512
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) BUILD="$2"; shift 2 ;;
+    --dir) DIR="$2"; shift 2 ;;
+    --size) SIZE_MB="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+command -v fio >/dev/null || { echo "clone_fio: fio not installed" >&2; exit 2; }
+DIR="${DIR:-$(mktemp -d /tmp/clone-fio.XXXXXX)}"
+PORT=$((20000 + RANDOM % 20000))
+SOCK="$DIR/ctl.sock"
+PID=""
+cleanup() { [[ -n "$PID" ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$DIR"; }
+trap cleanup EXIT
+
+start() {
+  rm -f "$DIR/backing.img"
+  "$BUILD/nbd/ftld" --size $((SIZE_MB * 40))M --port "$PORT" --control "$SOCK" \
+      "$DIR/backing.img" >"$DIR/ftld.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 100); do [[ -S "$SOCK" ]] && return; sleep 0.1; done
+  echo "ftld did not start" >&2; cat "$DIR/ftld.log" >&2; exit 1
+}
+stop() { kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""; }
+ctl() { "$BUILD/tools/ftlctl" --control "$SOCK" "$@" >/dev/null; }
+# fio RW QD OFFSET_MB: every 4 KiB block of [OFFSET, OFFSET+SIZE) once, random order
+run() {
+  fio --name=t --ioengine=nbd --uri="nbd://127.0.0.1:$PORT/" --rw="$1" --bs=4k \
+      --iodepth="$2" --offset="$3M" --size="${SIZE_MB}M" --randrepeat=0 \
+      --output-format=json 2>/dev/null |
+    /usr/bin/python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(int(j["read"]["iops"] + j["write"]["iops"]))'
+}
+seqfill() {
+  fio --name=f --ioengine=nbd --uri="nbd://127.0.0.1:$PORT/" --rw=write --bs=1M \
+      --iodepth=8 --offset="$1M" --size="${SIZE_MB}M" >/dev/null 2>&1
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f%%", (a / b - 1) * 100 }'; }
+
+echo "clone_fio: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), region ${SIZE_MB} MiB"
+start
+A=0; B=$((SIZE_MB * 2)); C=$((SIZE_MB * 4))
+seqfill $A
+over32=$(run randwrite 32 $A)
+ctl range clone 0 "${B}M" "${SIZE_MB}M"
+first32=$(run randwrite 32 $B)
+over1=$(run randwrite 1 $A)
+ctl range clone 0 "${C}M" "${SIZE_MB}M"
+first1=$(run randwrite 1 $C)
+stop
+echo "first write to cloned blocks vs overwrite (IOPS, every block once, random order):"
+echo "  QD32: overwrite $over32, first write to clone $first32 ($(ratio "$over32" "$first32") slower)"
+echo "  QD1:  overwrite $over1, first write to clone $first1 ($(ratio "$over1" "$first1") slower)"
+
+start
+seqfill $A
+run randwrite 32 $A >/dev/null   # fragment the map like a used volume
+plain=$(run randread 32 $A)
+for i in $(seq 16); do ctl range clone 0 "$(( (i + 1) * SIZE_MB ))M" "${SIZE_MB}M"; done
+cloned=$(run randread 32 $A)
+stop
+echo "random 4 KiB reads of A at QD32: no clones $plain IOPS, A cloned 16 times $cloned IOPS ($(ratio "$plain" "$cloned") slower)"
