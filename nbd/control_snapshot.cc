@@ -234,10 +234,9 @@ absl::StatusOr<Json> SnapshotList(const DaemonContext& ctx, const Json& r) {
 // volume whose origin says so.
 std::vector<std::string> ActivatedFrom(const DaemonContext& ctx, const std::string& volume,
                                        const std::string& snap) {
+  // From the volumes' origins: ListSnapshots would also compute every
+  // snapshot's exclusive space (tens of ms with 100 snapshots).
   std::set<std::string> out;
-  for (const SnapshotInfo& s : ctx.pool->ListSnapshots(volume)) {
-    if (s.name == snap && !s.active_as.empty()) out.insert(s.active_as);
-  }
   std::string ref = SnapRef(volume, snap);
   bool primary = volume == PrimaryName(ctx);
   for (const std::string& v : ctx.pool->VolumeNames()) {
