@@ -99,6 +99,7 @@ class FakeHost : public CleanerHost {
     gate_ = 1000;
     return absl::OkStatus();
   }
+  void SpaceAvailable() override {}
   void CleanerFailed(const absl::Status&) override {
     absl::MutexLock l(&mu_);
     ++failures_;

@@ -88,6 +88,11 @@ uint32_t PoolImpl::DiscardIdle(uint32_t max) {
   return done;
 }
 
+void PoolImpl::SpaceAvailable() {
+  absl::MutexLock l(&queue_mu_);
+  user_blocked_ = false;  // the writer retries; it blocks again if still full
+}
+
 void PoolImpl::CleanerFailed(const absl::Status& why) {
   std::deque<Request*> failed;
   {

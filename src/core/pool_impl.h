@@ -180,6 +180,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint32_t DiscardIdle(uint32_t max) override;
   absl::Status CheckpointForCleaner() override { return Checkpoint(); }
   void CleanerFailed(const absl::Status& why) override;
+  void SpaceAvailable() override;
 
   // Used by VolumeImpl.
   void Submit(Request* r);

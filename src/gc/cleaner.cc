@@ -114,6 +114,7 @@ void Cleaner::Loop() {
       if (halted_) continue;
     }
     if (host_->FreeSegments() >= opts_.low_watermark) {
+      host_->SpaceAvailable();
       // Idle time: give freed segments back to the device (trim).
       host_->DiscardIdle(2);
       continue;

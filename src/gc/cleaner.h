@@ -37,6 +37,10 @@ class CleanerHost {
   // The cleaner could not make progress: writers waiting for space should
   // get `why` instead of waiting on.
   virtual void CleanerFailed(const absl::Status& why) = 0;
+  // There are free segments above the low watermark: writers that waited
+  // for space may go on. (A writer can find the device full just before a
+  // release and block just after it; this makes sure it is not left waiting.)
+  virtual void SpaceAvailable() = 0;
 };
 
 struct CleanerOptions {
