@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <utility>
@@ -18,6 +19,21 @@
 #include "ftl/pool.h"
 
 namespace ftl::bench {
+
+// Where file-backed benchmarks put their backing files: $FTL_BENCH_DIR or /tmp.
+inline std::string BenchDir() {
+  const char* d = std::getenv("FTL_BENCH_DIR");
+  return d && *d ? d : "/tmp";
+}
+
+// A backing file under BenchDir() that is removed when this goes away.
+struct TempFile {
+  explicit TempFile(const std::string& name) : path(BenchDir() + "/" + name) {
+    std::filesystem::remove(path);
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  std::string path;
+};
 
 // True when the full sizes were asked for (--full or FTL_BENCH_FULL=1).
 bool FullMode();

@@ -36,20 +36,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string BenchDir() {
-  const char* d = std::getenv("FTL_BENCH_DIR");
-  return d && *d ? d : "/tmp";
-}
-
-// A backing file that is removed when this goes away.
-struct TempFile {
-  explicit TempFile(const std::string& name) : path(BenchDir() + "/" + name) {
-    std::filesystem::remove(path);
-  }
-  ~TempFile() { std::filesystem::remove(path); }
-  std::string path;
-};
-
 // Drops the page cache of a file (it must be synced; Pool::Close syncs).
 void DropCache(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);

@@ -35,20 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 inline double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-inline std::string BenchDir() {
-  const char* d = std::getenv("FTL_BENCH_DIR");
-  return d && *d ? d : "/tmp";
-}
-
-// A backing file that is removed when this goes away.
-struct TempFile {
-  explicit TempFile(const std::string& name) : path(BenchDir() + "/" + name) {
-    std::filesystem::remove(path);
-  }
-  ~TempFile() { std::filesystem::remove(path); }
-  std::string path;
-};
-
 // Media size whose default-format (20% over-provisioning) logical capacity
 // holds `volume_bytes`.
 inline uint64_t MediaFor(uint64_t volume_bytes) {
