@@ -1,10 +1,13 @@
 #include "nbd/connection.h"
 
+#include <cerrno>
 #include <cstring>
+#include <sched.h>
 #include <mutex>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <cstdlib>
@@ -270,12 +273,44 @@ asio::awaitable<void> Connection::FillAtLeast(size_t n, error_code& ec) {
     rpos_ = 0;
   }
   while (Buffered() < n) {
+    FlushReplies();
+    if (PollReceive()) continue;
     size_t got = co_await socket_.async_read_some(
         asio::buffer(rbuf_.get() + rend_, kReceiveBuffer - rend_),
         asio::redirect_error(asio::use_awaitable, ec));
     rend_ += got;
     if (ec) co_return;
   }
+}
+
+bool Connection::PollReceive() {
+  if (env_.receive_poll.count() <= 0 || !transmitting_ || inflight_ > 0 ||
+      !pending_writes_.empty() || stopping_ || closed_)
+    return false;
+  if (env_.counters->connections_active.load(std::memory_order_relaxed) > env_.poll_connections)
+    return false;
+  if (poll_skip_ > 0) {
+    --poll_skip_;
+    return false;
+  }
+  const int fd = socket_.native_handle();
+  const auto deadline = std::chrono::steady_clock::now() + env_.receive_poll;
+  for (;;) {
+    ssize_t got = ::recv(fd, rbuf_.get() + rend_, kReceiveBuffer - rend_, MSG_DONTWAIT);
+    if (got > 0) {
+      rend_ += size_t(got);
+      poll_misses_ = 0;
+      return true;
+    }
+    // End of stream or an error: the reactor path reports it.
+    if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    ::sched_yield();  // a client on this CPU gets to send its request
+  }
+  // Nothing came: a client that thinks between requests. After a few misses
+  // in a row, sleep through the next 2^k waits without polling.
+  if (++poll_misses_ >= 4) poll_skip_ = 1u << std::min<uint32_t>(poll_misses_ - 3, 10);
+  return false;
 }
 
 asio::awaitable<size_t> Connection::ReadInto(std::byte* dst, size_t n, error_code& ec) {
@@ -439,7 +474,9 @@ void Connection::Dispatch(const Request& r, std::shared_ptr<std::byte[]> payload
       pending_writes_.push_back(
           {r.offset, data, (r.flags & kCmdFlagFua) != 0,
            [self, strand, r, payload](absl::Status s) mutable {
-             asio::post(strand, [self, r, s = std::move(s)] { self->Finish(r, s); });
+             // Inline when committed on this strand's thread (small writes
+             // are), so the reader sees the request retired before it waits.
+             asio::dispatch(strand, [self, r, s = std::move(s)] { self->Finish(r, s); });
            }});
       return;
     }
@@ -554,35 +591,75 @@ void Connection::FinishBlockStatus(const Request& r,
 void Connection::Queue(Out out) {
   if (closed_) return;
   queue_.push_back(std::move(out));
-  if (writing_.empty()) WriteMore();
+  // Replies finished together leave in one gather write: the flush runs
+  // after the completions already posted to the strand (or earlier, when
+  // the reader is about to wait: FlushReplies).
+  if (writing_.empty() && !flush_posted_) {
+    flush_posted_ = true;
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      self->flush_posted_ = false;
+      self->FlushReplies();
+    });
+  }
+}
+
+void Connection::FlushReplies() {
+  if (writing_.empty() && !queue_.empty()) WriteMore();
 }
 
 void Connection::WriteMore() {
-  writing_.clear();
-  gather_.clear();
-  if (closed_ || queue_.empty()) {
-    queue_.clear();
-    Wake();
+  for (;;) {
+    writing_.clear();
+    gather_.clear();
+    if (closed_ || queue_.empty()) {
+      queue_.clear();
+      Wake();
+      return;
+    }
+    while (!queue_.empty() && writing_.size() < kMaxBatch) {
+      writing_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    for (const Out& o : writing_) {
+      gather_.push_back(asio::buffer(o.head));
+      if (o.data_len) gather_.push_back(asio::buffer(o.data.get(), o.data_len));
+    }
+    // Send what the socket takes now; only a remainder waits in the reactor.
+    // Replies then leave at once even while this strand is busy reading.
+    if (SendNow()) continue;
+    asio::async_write(socket_, gather_, [self = shared_from_this()](error_code ec, size_t) {
+      if (ec) {
+        if (!self->closed_) {
+          self->env_.log->info("{}: reply not delivered ({}); closing", self->Prefix(),
+                               ec.message());
+        }
+        self->CloseSocket();
+      }
+      self->WriteMore();
+    });
     return;
   }
-  while (!queue_.empty() && writing_.size() < kMaxBatch) {
-    writing_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+}
+
+bool Connection::SendNow() {
+  std::array<iovec, 2 * kMaxBatch> iov;
+  size_t n = 0, total = 0;
+  for (const asio::const_buffer& b : gather_) {
+    iov[n++] = iovec{const_cast<void*>(b.data()), b.size()};
+    total += b.size();
   }
-  for (const Out& o : writing_) {
-    gather_.push_back(asio::buffer(o.head));
-    if (o.data_len) gather_.push_back(asio::buffer(o.data.get(), o.data_len));
-  }
-  asio::async_write(socket_, gather_, [self = shared_from_this()](error_code ec, size_t) {
-    if (ec) {
-      if (!self->closed_) {
-        self->env_.log->info("{}: reply not delivered ({}); closing", self->Prefix(),
-                             ec.message());
-      }
-      self->CloseSocket();
-    }
-    self->WriteMore();
-  });
+  msghdr msg{};
+  msg.msg_iov = iov.data();
+  msg.msg_iovlen = n;
+  ssize_t sent = ::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent < 0) return false;  // EAGAIN, or an error async_write reports
+  if (size_t(sent) == total) return true;
+  // Keep the unsent tail in gather_.
+  size_t skip = size_t(sent), i = 0;
+  while (skip >= gather_[i].size()) skip -= gather_[i++].size();
+  gather_.erase(gather_.begin(), gather_.begin() + i);
+  gather_[0] += skip;
+  return false;
 }
 
 }  // namespace ftl::nbd

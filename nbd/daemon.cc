@@ -32,10 +32,11 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-int EnvInt(const char* name, int fallback) {
+// An integer >= min from the environment, else fallback.
+int EnvInt(const char* name, int fallback, int min = 1) {
   int v = 0;
   const char* s = std::getenv(name);
-  return s != nullptr && absl::SimpleAtoi(s, &v) && v > 0 ? v : fallback;
+  return s != nullptr && absl::SimpleAtoi(s, &v) && v >= min ? v : fallback;
 }
 
 // The primary volume under its export name and "", other volumes by name.
@@ -160,6 +161,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   so.io_threads = EnvInt("FTLD_IO_THREADS", int(std::max(1u, ncpu / 2)));
   so.worker_threads = EnvInt("FTLD_WORKERS", int(std::max(2u, ncpu)));
+  so.receive_poll = std::chrono::microseconds(EnvInt("FTLD_POLL_US", 50, 0));
   auto server = std::make_unique<Server>(&exports, so);
   if (absl::Status s = server->Listen(); !s.ok()) {
     (void)pool.Close();

@@ -109,7 +109,9 @@ asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor) {
                         .workers = workers_.get_executor(),
                         .counters = &counters_,
                         .log = log_,
-                        .handshake_timeout = options_.handshake_timeout};
+                        .handshake_timeout = options_.handshake_timeout,
+                        .receive_poll = options_.receive_poll,
+                        .poll_connections = uint64_t(std::max(1, options_.io_threads))};
       c = std::make_shared<Connection>(std::move(socket), id, std::move(peer), std::move(env));
       connections_[id] = c;
     }

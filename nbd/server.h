@@ -34,6 +34,8 @@ struct ServerOptions {
   std::string unix_path;
   int io_threads = 2;
   int worker_threads = 4;
+  // Idle receive polling (see ConnectionEnv::receive_poll); 0 turns it off.
+  std::chrono::microseconds receive_poll{50};
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(30)};
 };
 
