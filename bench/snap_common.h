@@ -67,6 +67,7 @@ class TimedMedia : public Media {
     syncs_.fetch_add(1, std::memory_order_relaxed);
     return s;
   }
+  void Prepare(uint64_t offset, uint64_t length) override { inner_->Prepare(offset, length); }
   absl::Status Discard(uint64_t offset, uint64_t length) override {
     auto t0 = Clock::now();
     absl::Status s = inner_->Discard(offset, length);

@@ -207,6 +207,28 @@ TEST(FileMediaTest, DiscardPunchesHoleAndReadsZeros) {
       std::equal(got.begin() + 1100, got.end(), data.begin() + kMiB + 1100));
 }
 
+TEST(FileMediaTest, PrepareAllocatesWithoutChangingContents) {
+  TempDir dir;
+  std::string path = dir.File("store.img");
+  auto media = OpenFileMedia(path, 8 * kMiB);
+  ASSERT_TRUE(media.ok());
+  auto data = Pattern(1 * kMiB, 5);
+  ASSERT_TRUE((*media)->Write(4 * kMiB, data).ok());
+  uint64_t before = AllocatedBytes(path);
+  (*media)->Prepare(2 * kMiB, 4 * kMiB);  // a hole and written data
+  EXPECT_GE(AllocatedBytes(path), before + 3 * kMiB) << "the hole was not allocated";
+  EXPECT_EQ(fs::file_size(path), 8 * kMiB);  // KEEP_SIZE
+  std::vector<std::byte> got(4 * kMiB);
+  ASSERT_TRUE((*media)->Read(2 * kMiB, got).ok());
+  EXPECT_TRUE(AllZero(std::span(got).first(2 * kMiB)));
+  EXPECT_TRUE(std::equal(got.begin() + 2 * kMiB, got.begin() + 3 * kMiB, data.begin()));
+  EXPECT_TRUE(AllZero(std::span(got).subspan(3 * kMiB)));
+  // Out of range or empty: ignored.
+  (*media)->Prepare(7 * kMiB, 2 * kMiB);
+  (*media)->Prepare(0, 0);
+  EXPECT_EQ(fs::file_size(path), 8 * kMiB);
+}
+
 TEST(FileMediaTest, ConcurrentWritersToDisjointRanges) {
   TempDir dir;
   auto media = OpenFileMedia(dir.File("store.img"), 4 * kMiB);

@@ -124,6 +124,12 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     if (segs.at(seg).state != log::SegmentState::kFull) return 0;
     segs.SetState(seg, log::SegmentState::kCleaning);
     wp = segs.at(seg).write_ptr;
+    // Nothing live (a full segment never gains live blocks): no need to
+    // read it. Its notes are older than the checkpoint gate (Candidates).
+    if (segs.at(seg).live == 0) {
+      cleaned_unreleased_.push_back(seg);
+      return 0;
+    }
   }
   auto restore = [&](absl::Status s) {
     absl::MutexLock l(&map_mu_);

@@ -139,32 +139,39 @@ bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
     if (geo_.segment_blocks - info.write_ptr >= blocks) return true;
   }
   uint32_t reserve = stream == log::Stream::kUser ? kGcReserveSegments : 0;
-  absl::MutexLock l(&map_mu_);
-  if (open_seg_[si] != UINT32_MAX) {
-    // Seal: the rest of the segment stays unused.
-    uint32_t s = open_seg_[si];
-    segs.SetState(s, log::SegmentState::kFull);
-    segs.at(s).sealed_seq = next_seq_ - 1;
-    open_seg_[si] = UINT32_MAX;
-    ++sealed_since_ckpt_;
+  uint32_t opened = UINT32_MAX;
+  {
+    absl::MutexLock l(&map_mu_);
+    if (open_seg_[si] != UINT32_MAX) {
+      // Seal: the rest of the segment stays unused.
+      uint32_t s = open_seg_[si];
+      segs.SetState(s, log::SegmentState::kFull);
+      segs.at(s).sealed_seq = next_seq_ - 1;
+      open_seg_[si] = UINT32_MAX;
+      ++sealed_since_ckpt_;
+    }
+    if (segs.free_count() <= reserve) return false;
+    // Round-robin from a cursor spreads writes over the device.
+    for (uint32_t k = 0; k < segs.count(); ++k) {
+      uint32_t s = (open_cursor_ + k) % segs.count();
+      if (segs.at(s).state != log::SegmentState::kFree) continue;
+      segs.SetState(s, log::SegmentState::kOpen);
+      auto& info = segs.at(s);
+      info.stream = stream;
+      info.discarded = false;
+      info.write_ptr = 0;
+      info.max_seq = 0;
+      info.sealed_seq = 0;
+      open_seg_[si] = s;
+      open_cursor_ = s + 1;
+      opened = s;
+      break;
+    }
   }
-  if (segs.free_count() <= reserve) return false;
-  // Round-robin from a cursor spreads writes over the device.
-  for (uint32_t k = 0; k < segs.count(); ++k) {
-    uint32_t s = (open_cursor_ + k) % segs.count();
-    if (segs.at(s).state != log::SegmentState::kFree) continue;
-    segs.SetState(s, log::SegmentState::kOpen);
-    auto& info = segs.at(s);
-    info.stream = stream;
-    info.discarded = false;
-    info.write_ptr = 0;
-    info.max_seq = 0;
-    info.sealed_seq = 0;
-    open_seg_[si] = s;
-    open_cursor_ = s + 1;
-    return true;
-  }
-  return false;
+  if (opened == UINT32_MAX) return false;
+  // Only the committer writes into an open segment, and it is this thread.
+  media_->Prepare(MediaOffset(segs.FirstBlock(opened)), uint64_t(geo_.segment_blocks) * kBlockSize);
+  return true;
 }
 
 bool PoolImpl::EligibleLocked() const {

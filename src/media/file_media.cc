@@ -76,6 +76,17 @@ class FileMedia : public Media {
     return WriteZeros(offset, length);
   }
 
+  void Prepare(uint64_t offset, uint64_t length) override {
+    if (length == 0 || offset + length > size_ || !prepare_supported_.load(std::memory_order_relaxed))
+      return;
+    int rc;
+    do {
+      rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, off_t(offset), off_t(length));
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) prepare_supported_.store(false);
+    // ENOSPC and the like: the writes allocate as they go (and report it).
+  }
+
   std::string Describe() const override { return what_; }
 
  private:
@@ -97,6 +108,7 @@ class FileMedia : public Media {
   const std::string path_;
   const std::string what_;
   const uint64_t size_;
+  std::atomic<bool> prepare_supported_{true};
   std::atomic<bool> punch_supported_{true};
 };
 
