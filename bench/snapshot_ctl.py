@@ -4,7 +4,7 @@ running ftld over its control socket (one persistent connection, one JSON
 request a line), optionally writing random 4 KiB blocks over NBD (libnbd)
 between two creates, and times CLI round trips (ftlctl, qemu-img).
 
-  snapshot_ctl.py create --control SOCK --prefix P --count N [--uri URI --writes W]
+  snapshot_ctl.py create --control SOCK --prefix P --count N [--uri URI --writes W] [--no-snapshot]
   snapshot_ctl.py delete --control SOCK --prefix P --count N
   snapshot_ctl.py request --control SOCK --count N JSON
   snapshot_ctl.py cli --count N -- COMMAND... ({i} in COMMAND is the index)
@@ -78,6 +78,8 @@ def cmd_create(a):
     for i in range(a.count):
         if write and a.writes:
             write(a.writes)
+        if a.no_snapshot:  # the same writes only (the baseline of a pair)
+            continue
         rep, t = c.request({"cmd": "snapshot", "action": "create", "name": f"{a.prefix}{i}"})
         if rep.get("ok"):
             us.append(t)
@@ -145,6 +147,7 @@ def main():
     c.add_argument("--count", type=int, default=10)
     c.add_argument("--uri", default="")
     c.add_argument("--writes", type=int, default=0)
+    c.add_argument("--no-snapshot", action="store_true")
     d = sub.add_parser("delete")
     d.add_argument("--control", required=True)
     d.add_argument("--prefix", default="s")
