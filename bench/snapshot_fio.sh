@@ -219,6 +219,9 @@ part_b() {
     if [[ $HAVE_SNAP == 1 ]]; then
       fio --name=fill --ioengine=nbd --uri="$uri" --rw=write --bs=1m --iodepth=8 \
           --offset="${done_g}G" --size="$(( g - done_g ))G" --output=/dev/null
+      # Let the fill's writeback finish first: otherwise the first creates'
+      # syncs flush gigabytes of the fill and the size compares dirty pages.
+      sync
       r=$("$PY" "$CTL" create --control "$sock" --prefix "g${g}s" --count "$CREATES" \
           --uri "$uri" --writes 16)
       row "${g} GiB" "ftld: control socket round trip (create)" "$r" \

@@ -2,6 +2,7 @@
 // copy-on-write sharing (a shared tree never changes when another changes),
 // path copying cost, and exact VBA / node refcounts.
 
+#include <algorithm>
 #include "map/extent_tree.h"
 
 #include <gtest/gtest.h>
@@ -110,6 +111,28 @@ TEST(ExtentTree, SequentialWritesStayOneExtentAndSmall) {
   EXPECT_EQ(f.ctx.leaves + f.ctx.inners, 1u);
 }
 
+TEST(ExtentTree, FillingAGapJoinsBothNeighbours) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  auto run = f.Fresh(30);
+  ASSERT_EQ(run[29], run[0] + 29);
+  t.Assign(0, 10, run[0]);
+  t.Assign(20, 10, run[20]);
+  EXPECT_EQ(t.extent_count(), 2u);
+  t.Assign(10, 10, run[10]);  // continues the left run and leads into the right
+  EXPECT_EQ(t.extent_count(), 1u);
+  EXPECT_EQ(t.mapped_blocks(), 30u);
+  // Unmapping the middle splits it again; re-mapping a block its own VBA
+  // inside an extent keeps one extent.
+  t.Assign(12, 3, kNoBlock);
+  EXPECT_EQ(t.extent_count(), 2u);
+  EXPECT_EQ(t.LookupOne(12), kNoBlock);
+  EXPECT_EQ(t.LookupOne(15), run[15]);
+  t.Assign(25, 1, run[25]);
+  EXPECT_EQ(t.extent_count(), 2u);
+  EXPECT_EQ(t.mapped_blocks(), 27u);
+}
+
 TEST(ExtentTree, RandomOpsMatchModelAndSnapshotsNeverChange) {
   Fixture f;
   std::mt19937_64 rng(7);
@@ -138,6 +161,9 @@ TEST(ExtentTree, RandomOpsMatchModelAndSnapshotsNeverChange) {
     if (op % 5000 == 4999 && !snaps.empty()) snaps.erase(snaps.begin());  // delete a snapshot
     if (op % 997 == 0) {
       ASSERT_EQ(Dump(live), model) << "op " << op;
+      ASSERT_EQ(live.mapped_blocks(),
+                uint64_t(std::count_if(model.begin(), model.end(), [](Bno v) { return v != kNoBlock; })))
+          << "op " << op;
       for (auto& [t, m] : snaps) ASSERT_EQ(Dump(t), m) << "snapshot changed at op " << op;
       std::vector<const ExtentTree*> all{&live};
       for (auto& s : snaps) all.push_back(&s.first);

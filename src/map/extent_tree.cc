@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -96,69 +97,96 @@ Node* ExtentTree::MakeWritable(Node** slot) {
   return *slot;
 }
 
+namespace {
+
+// First entry of e[0, count) whose end is above lba (entries are sorted and
+// disjoint, so ends ascend too).
+int FirstEndingAbove(const Extent* e, int count, Bno lba) {
+  return int(std::partition_point(e, e + count, [lba](const Extent& x) { return x.end() <= lba; }) -
+             e);
+}
+
+// Entries that continue both the LBA and the VBA run of `a` fold into it.
+bool Continues(const Extent& a, const Extent& b) {
+  return a.end() == b.lba && a.vba + a.len == b.vba;
+}
+
+}  // namespace
+
 ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert) {
-  Extent tmp[kLeafCap + 3];
-  int n = 0;
-  std::vector<Extent> dropped;
-  int insert_at = -1;
-  for (int i = 0; i < leaf->count; ++i) {
-    const Extent& e = leaf->e[i];
-    if (e.end() <= lo || e.lba >= hi) {
-      if (insert_at < 0 && e.lba >= hi) insert_at = n;
-      tmp[n++] = e;
-      continue;
-    }
-    Bno cut_lo = std::max(e.lba, lo), cut_hi = std::min(e.end(), hi);
-    dropped.push_back({cut_lo, cut_hi - cut_lo, e.vba + (cut_lo - e.lba)});
-    if (e.lba < lo) tmp[n++] = {e.lba, lo - e.lba, e.vba};
-    if (insert_at < 0 && e.end() > hi) insert_at = n;
-    if (e.end() > hi) tmp[n++] = {hi, e.end() - hi, e.vba + (hi - e.lba)};
-  }
-  if (insert_at < 0) insert_at = n;
+  Extent* e = leaf->e;
+  const int count = leaf->count;
+  // [a, b): the entries [lo, hi) touches.
+  const int a = FirstEndingAbove(e, count, lo);
+  int b = a;
+  while (b < count && e[b].lba < hi) ++b;
+  if (!insert && a == b) return {};
+
+  // References: the new VBAs first, then drop the overwritten pieces.
   if (insert) {
     ctx_->vbas->Incref(vba, hi - lo);
     mapped_ += hi - lo;
-    std::move_backward(tmp + insert_at, tmp + n, tmp + n + 1);
-    tmp[insert_at] = {lo, hi - lo, vba};
-    ++n;
-    // Merge with neighbours that continue both the LBA and the VBA run.
-    if (insert_at + 1 < n) {
-      Extent& a = tmp[insert_at];
-      const Extent& b = tmp[insert_at + 1];
-      if (a.end() == b.lba && a.vba + a.len == b.vba) {
-        a.len += b.len;
-        std::move(tmp + insert_at + 2, tmp + n, tmp + insert_at + 1);
-        --n;
-      }
-    }
-    if (insert_at > 0) {
-      Extent& a = tmp[insert_at - 1];
-      const Extent& b = tmp[insert_at];
-      if (a.end() == b.lba && a.vba + a.len == b.vba) {
-        a.len += b.len;
-        std::move(tmp + insert_at + 1, tmp + n, tmp + insert_at);
-        --n;
-      }
+  }
+  for (int k = a; k < b; ++k) {
+    Bno cut_lo = std::max(e[k].lba, lo), cut_hi = std::min(e[k].end(), hi);
+    ctx_->vbas->Decref(e[k].vba + (cut_lo - e[k].lba), cut_hi - cut_lo);
+    mapped_ -= cut_hi - cut_lo;
+  }
+
+  // What replaces [a, b), with the neighbours a-1 and b around it so the
+  // new extent can fold into them: at most 2 + 3 entries.
+  Extent mid[5];
+  int m = 0;
+  const int from = a > 0 ? a - 1 : a;             // first entry rewritten
+  const int to = b < count ? b + 1 : b;           // one past the last
+  if (a > 0) mid[m++] = e[a - 1];
+  if (a < b && e[a].lba < lo) mid[m++] = {e[a].lba, lo - e[a].lba, e[a].vba};
+  if (insert) {
+    Extent n{lo, hi - lo, vba};
+    if (m > 0 && Continues(mid[m - 1], n)) {
+      mid[m - 1].len += n.len;
+    } else {
+      mid[m++] = n;
     }
   }
-  for (const Extent& d : dropped) {
-    ctx_->vbas->Decref(d.vba, d.len);
-    mapped_ -= d.len;
+  if (a < b && e[b - 1].end() > hi) {
+    const Extent& last = e[b - 1];
+    Extent r{hi, last.end() - hi, last.vba + (hi - last.lba)};
+    if (insert && Continues(mid[m - 1], r)) {
+      mid[m - 1].len += r.len;
+    } else {
+      mid[m++] = r;
+    }
   }
-  Split split;
+  if (b < count) {
+    if (insert && m > 0 && mid[m - 1].end() == hi && Continues(mid[m - 1], e[b])) {
+      mid[m - 1].len += e[b].len;
+    } else {
+      mid[m++] = e[b];
+    }
+  }
+
+  const int n = count - (to - from) + m;
   if (n <= kLeafCap) {
-    std::copy(tmp, tmp + n, leaf->e);
+    std::memmove(e + from + m, e + to, sizeof(Extent) * size_t(count - to));
+    std::copy(mid, mid + m, e + from);
     leaf->count = uint16_t(n);
-    return split;
+    return {};
   }
-  // A leaf that overflows at its end (sequential appends) keeps most
-  // entries; otherwise it splits in half.
-  int keep = insert_at >= n - 2 ? n - 2 : n / 2;
+  // Overflow: rebuild and split. A leaf that overflows at its end
+  // (sequential appends) keeps most entries; otherwise it splits in half.
+  Extent tmp[kLeafCap + 3];
+  std::copy(e, e + from, tmp);
+  std::copy(mid, mid + m, tmp + from);
+  std::copy(e + to, e + count, tmp + from + m);
+  const bool at_end = to >= count;
+  int keep = at_end ? n - 2 : n / 2;
   Leaf* right = NewLeaf(ctx_);
   std::copy(tmp, tmp + keep, leaf->e);
   leaf->count = uint16_t(keep);
   std::copy(tmp + keep, tmp + n, right->e);
   right->count = uint16_t(n - keep);
+  Split split;
   split.right = right;
   split.key = right->e[0].lba;
   return split;
@@ -200,7 +228,19 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
   };
   if (i == j) {
     Split s = AssignIn(&in->kid[i], lo, hi, vba, insert);
-    add_child(in->key[i], in->kid[i], s);
+    Node* kid = in->kid[i];
+    // Common cases in place: the child changed within itself, or split
+    // into a node that still fits here.
+    if (kid->count > 0 && !s.right) return {};
+    if (kid->count > 0 && in->count < kInnerCap) {
+      std::copy_backward(in->key + i + 1, in->key + in->count, in->key + in->count + 1);
+      std::copy_backward(in->kid + i + 1, in->kid + in->count, in->kid + in->count + 1);
+      in->key[i + 1] = s.key;
+      in->kid[i + 1] = s.right;
+      ++in->count;
+      return {};
+    }
+    add_child(in->key[i], kid, s);
   } else {
     Split si = AssignIn(&in->kid[i], lo, hi, vba, insert);
     add_child(in->key[i], in->kid[i], si);
@@ -303,12 +343,9 @@ Bno ExtentTree::LookupOne(Bno lba) const {
   while (n) {
     if (n->leaf) {
       const Leaf* l = static_cast<const Leaf*>(n);
-      for (int i = 0; i < l->count; ++i) {
-        const Extent& e = l->e[i];
-        if (lba < e.lba) return kNoBlock;
-        if (lba < e.end()) return e.vba + (lba - e.lba);
-      }
-      return kNoBlock;
+      int i = FirstEndingAbove(l->e, l->count, lba);
+      if (i == l->count || lba < l->e[i].lba) return kNoBlock;
+      return l->e[i].vba + (lba - l->e[i].lba);
     }
     const Inner* in = static_cast<const Inner*>(n);
     int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
