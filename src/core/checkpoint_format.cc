@@ -3,6 +3,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "absl/strings/str_cat.h"
 #include "util/checksum.h"
 #include "util/encoding.h"
@@ -15,10 +17,11 @@ using util::Encoder;
 namespace {
 constexpr size_t kHeaderBytes = 8 + 4 + 16 + 8 + 8 + 8;
 
-void EncodeNodes(const MapState& state, Encoder& e,
-                 std::unordered_map<const map::Node*, uint32_t>* ids) {
-  std::vector<std::byte> body;
-  Encoder ne(&body);
+// Appends the node count and the nodes to `out` (through `ne`).
+void EncodeNodes(const MapState& state, Encoder& ne, std::vector<std::byte>* out,
+                 absl::flat_hash_map<const map::Node*, uint32_t>* ids) {
+  const size_t count_at = out->size();
+  ne.U32(0);  // patched below
   uint32_t count = 0;
   // Post-order DFS so children get indices before their parents.
   std::function<uint32_t(const map::Node*)> emit = [&](const map::Node* n) -> uint32_t {
@@ -56,15 +59,23 @@ void EncodeNodes(const MapState& state, Encoder& e,
   for (const auto& [id, v] : state.volumes()) {
     if (v->tree.root()) emit(v->tree.root());
   }
-  e.U32(count);
-  e.Bytes(body);
+  util::PutU32(out->data() + count_at, count);
 }
 }  // namespace
 
-std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& uuid,
-                                        uint64_t next_seq) {
-  std::vector<std::byte> body;
-  Encoder e(&body);
+void EncodeCheckpointInto(const MapState& state, const log::Uuid& uuid, uint64_t next_seq,
+                          std::vector<std::byte>* out) {
+  // Header first with the body's length and checksum patched in at the end,
+  // so the body is encoded in place (no copies of a map-sized buffer).
+  out->clear();
+  Encoder e(out);
+  e.U64(kCheckpointMagic);
+  e.U32(kCheckpointVersion);
+  e.Bytes(uuid);
+  e.U64(next_seq);
+  e.U64(0);  // body length
+  e.U64(0);  // body checksum
+  const size_t body_at = out->size();
   const auto& segs = state.segments();
   e.U32(segs.count());
   for (uint32_t s = 0; s < segs.count(); ++s) {
@@ -84,8 +95,9 @@ std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& 
   const auto& csums = state.block_csums();
   e.U32(uint32_t(csums.size()));
   for (uint32_t c : csums) e.U32(c);
-  std::unordered_map<const map::Node*, uint32_t> ids;
-  EncodeNodes(state, e, &ids);
+  absl::flat_hash_map<const map::Node*, uint32_t> ids;
+  ids.reserve(size_t(state.tree_context().leaves + state.tree_context().inners));
+  EncodeNodes(state, e, out, &ids);
   e.U32(uint32_t(state.volumes().size()));
   for (const auto& [id, v] : state.volumes()) {
     e.U32(id);
@@ -109,16 +121,15 @@ std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& 
     }
   }
   e.U32(state.next_tree_id());
+  std::span<const std::byte> body(out->data() + body_at, out->size() - body_at);
+  util::PutU64(out->data() + body_at - 16, body.size());
+  util::PutU64(out->data() + body_at - 8, util::Xxh3(body));
+}
+
+std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& uuid,
+                                        uint64_t next_seq) {
   std::vector<std::byte> out;
-  out.reserve(kHeaderBytes + body.size());
-  Encoder h(&out);
-  h.U64(kCheckpointMagic);
-  h.U32(kCheckpointVersion);
-  h.Bytes(uuid);
-  h.U64(next_seq);
-  h.U64(body.size());
-  h.U64(util::Xxh3(body));
-  h.Bytes(body);
+  EncodeCheckpointInto(state, uuid, next_seq, &out);
   return out;
 }
 

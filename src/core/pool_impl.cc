@@ -512,11 +512,14 @@ absl::Status PoolImpl::Close() {
 // ---------------------------------------------------------------- checkpoint
 
 absl::Status PoolImpl::DoCheckpoint() {
-  std::vector<std::byte> ck;
+  // ckpt_buf_ / ckpt_io_ keep their memory between checkpoints: encoding
+  // into fresh map-sized allocations spent most of a checkpoint zeroing
+  // pages (and the committer waits for it).
+  std::vector<std::byte>& ck = ckpt_buf_;
   uint64_t ck_leaves, ck_inners;
   {
     absl::ReaderMutexLock l(&map_mu_);
-    ck = EncodeCheckpoint(*state_, sb_.uuid, next_seq_);
+    EncodeCheckpointInto(*state_, sb_.uuid, next_seq_, &ck);
     ck_leaves = state_->tree_context()->leaves;
     ck_inners = state_->tree_context()->inners;
   }
@@ -526,11 +529,14 @@ absl::Status PoolImpl::DoCheckpoint() {
         "checkpoint of %d bytes does not fit its %d-byte slot", ck.size(), cap));
   }
   int slot = 1 - sb_.newest_slot;
-  AlignedBuffer buf(AlignUp(ck.size(), kBlockSize));
-  std::memcpy(buf.data(), ck.data(), ck.size());
+  const size_t padded = AlignUp(ck.size(), kBlockSize);
+  if (ckpt_io_.size() < padded) ckpt_io_ = AlignedBuffer(AlignUp(padded + padded / 8, kBlockSize));
+  std::memcpy(ckpt_io_.data(), ck.data(), ck.size());
+  std::memset(ckpt_io_.data() + ck.size(), 0, padded - ck.size());
+  std::span<const std::byte> buf(ckpt_io_.data(), padded);
   uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
   uint64_t covered = last_written_seq_.load();
-  if (absl::Status s = media_->Write(off, buf.span()); !s.ok()) return s;
+  if (absl::Status s = media_->Write(off, buf); !s.ok()) return s;
   media_bytes_ += buf.size();
   if (absl::Status s = SyncMedia(); !s.ok()) return s;
   sb_.slots[slot] = {next_seq_, ck.size(), util::Xxh3(ck)};

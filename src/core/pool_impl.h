@@ -259,6 +259,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // segment can be had now.
   bool EnsureRoom(log::Stream stream, uint32_t blocks);
   absl::Status DoCheckpoint();  // writer thread or after it stopped
+  // DoCheckpoint's buffers, kept between checkpoints (same threads).
+  std::vector<std::byte> ckpt_buf_;
+  AlignedBuffer ckpt_io_;
   void FailRequests(std::vector<Request*>& batch, const absl::Status& s);
   // Cuts a splittable single-write request to the largest head of n blocks
   // for which fits(n) holds; returns the tail (nullptr if it cannot be cut).
