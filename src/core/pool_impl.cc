@@ -477,6 +477,7 @@ void PoolImpl::StopThreads() {
     stop_ = true;
   }
   if (writer_.joinable()) writer_.join();
+  JoinCheckpointIo();
 }
 
 PoolImpl::~PoolImpl() {
@@ -512,6 +513,30 @@ absl::Status PoolImpl::Close() {
 // ---------------------------------------------------------------- checkpoint
 
 absl::Status PoolImpl::DoCheckpoint() {
+  if (absl::Status s = EncodeCheckpointNow(); !s.ok()) return s;
+  return WriteEncodedCheckpoint();
+}
+
+void PoolImpl::StartAutoCheckpoint() {
+  if (absl::Status s = EncodeCheckpointNow(); !s.ok()) {
+    util::Logger("core")->error("checkpoint failed: {}", s.ToString());
+    return;
+  }
+  // The slot write and its sync overlap with new commits: the encoded state
+  // is complete, records after it stay in the log, and the superblock only
+  // names the new slot once it is durable.
+  ckpt_io_thread_ = std::thread([this] {
+    if (absl::Status s = WriteEncodedCheckpoint(); !s.ok())
+      util::Logger("core")->error("checkpoint failed: {}", s.ToString());
+  });
+}
+
+void PoolImpl::JoinCheckpointIo() {
+  if (ckpt_io_thread_.joinable()) ckpt_io_thread_.join();
+}
+
+absl::Status PoolImpl::EncodeCheckpointNow() {
+  JoinCheckpointIo();  // the previous one has settled sb_ and its slot
   // ckpt_buf_ / ckpt_io_ keep their memory between checkpoints: encoding
   // into fresh map-sized allocations spent most of a checkpoint zeroing
   // pages (and the committer waits for it).
@@ -528,32 +553,38 @@ absl::Status PoolImpl::DoCheckpoint() {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "checkpoint of %d bytes does not fit its %d-byte slot", ck.size(), cap));
   }
-  int slot = 1 - sb_.newest_slot;
   const size_t padded = AlignUp(ck.size(), kBlockSize);
   if (ckpt_io_.size() < padded) ckpt_io_ = AlignedBuffer(AlignUp(padded + padded / 8, kBlockSize));
   std::memcpy(ckpt_io_.data(), ck.data(), ck.size());
   std::memset(ckpt_io_.data() + ck.size(), 0, padded - ck.size());
-  std::span<const std::byte> buf(ckpt_io_.data(), padded);
-  uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
-  uint64_t covered = last_written_seq_.load();
-  if (absl::Status s = media_->Write(off, buf); !s.ok()) return s;
-  media_bytes_ += buf.size();
-  if (absl::Status s = SyncMedia(); !s.ok()) return s;
-  sb_.slots[slot] = {next_seq_, ck.size(), util::Xxh3(ck)};
-  sb_.newest_slot = uint8_t(slot);
-  if (absl::Status s = WriteSuperblock(); !s.ok()) return s;
-  uint64_t d = durable_seq_.load();
-  while (d < covered && !durable_seq_.compare_exchange_weak(d, covered)) {
-  }
-  gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
+  ckpt_pending_ = {next_seq_, ck.size(), util::Xxh3(ck), padded, last_written_seq_.load()};
+  // Committer-side bookkeeping: the next automatic checkpoint counts from here.
   last_ckpt_size_ = ck.size();
   last_ckpt_leaves_ = ck_leaves;
   last_ckpt_inners_ = ck_inners;
-  ++ckpt_count_;
-  ckpt_bytes_ += buf.size();
   last_ckpt_ = std::chrono::steady_clock::now();
   last_ckpt_seq_ = next_seq_;
   sealed_since_ckpt_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status PoolImpl::WriteEncodedCheckpoint() {
+  const PendingCheckpoint& p = ckpt_pending_;
+  int slot = 1 - sb_.newest_slot;
+  std::span<const std::byte> buf(ckpt_io_.data(), p.padded);
+  uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
+  if (absl::Status s = media_->Write(off, buf); !s.ok()) return s;
+  media_bytes_ += buf.size();
+  if (absl::Status s = SyncMedia(); !s.ok()) return s;
+  sb_.slots[slot] = {p.next_seq, p.bytes, p.checksum};
+  sb_.newest_slot = uint8_t(slot);
+  if (absl::Status s = WriteSuperblock(); !s.ok()) return s;
+  uint64_t d = durable_seq_.load();
+  while (d < p.covered && !durable_seq_.compare_exchange_weak(d, p.covered)) {
+  }
+  gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
+  ++ckpt_count_;
+  ckpt_bytes_ += buf.size();
   return absl::OkStatus();
 }
 

@@ -258,10 +258,28 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Makes sure the stream's open segment has `blocks` free; false if no
   // segment can be had now.
   bool EnsureRoom(log::Stream stream, uint32_t blocks);
-  absl::Status DoCheckpoint();  // writer thread or after it stopped
-  // DoCheckpoint's buffers, kept between checkpoints (same threads).
+  // Checkpoints run in the commit role (writer thread, or after it stopped).
+  // DoCheckpoint = encode + write + sync, done when it returns.
+  absl::Status DoCheckpoint();
+  // Automatic checkpoints: encoded in the commit role, written and synced by
+  // ckpt_io_thread_ while commits go on; the next checkpoint (and
+  // StopThreads) joins it first.
+  void StartAutoCheckpoint();
+  void JoinCheckpointIo();
+  absl::Status EncodeCheckpointNow();     // into ckpt_io_ / ckpt_pending_
+  absl::Status WriteEncodedCheckpoint();  // slot write, sync, superblock
+  struct PendingCheckpoint {
+    uint64_t next_seq = 0;
+    uint64_t bytes = 0;
+    uint64_t checksum = 0;
+    size_t padded = 0;
+    uint64_t covered = 0;  // last record written before the encode
+  };
+  // Buffers kept between checkpoints (no page faults on map-sized memory).
   std::vector<std::byte> ckpt_buf_;
   AlignedBuffer ckpt_io_;
+  PendingCheckpoint ckpt_pending_;
+  std::thread ckpt_io_thread_;
   void FailRequests(std::vector<Request*>& batch, const absl::Status& s);
   // Cuts a splittable single-write request to the largest head of n blocks
   // for which fits(n) holds; returns the tail (nullptr if it cannot be cut).

@@ -308,8 +308,7 @@ void PoolImpl::MaybeAutoCheckpoint() {
              std::chrono::steady_clock::now() - last_ckpt_ >= ckpt_interval_;
   if (auto_checkpoint_ &&
       (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8))) {
-    if (absl::Status s = DoCheckpoint(); !s.ok())
-      util::Logger("core")->error("checkpoint failed: {}", s.ToString());
+    StartAutoCheckpoint();
   }
 }
 
