@@ -108,6 +108,8 @@ void BM_PoolRangeOps(benchmark::State& state, bool move, int depth, int threads,
     absl::Status first_error;
     absl::Mutex mu;
     const double cpu0 = ProcessCpuSeconds();
+    const long csw0 = VoluntarySwitches();
+    Phase("range-ops");
     auto t0 = Clock::now();
     if (threads == 0) {
       int in_flight = 0;
@@ -158,6 +160,8 @@ void BM_PoolRangeOps(benchmark::State& state, bool move, int depth, int threads,
     }
     const double secs = Seconds(Clock::now() - t0);
     const double cpu = ProcessCpuSeconds() - cpu0;
+    const long csw = VoluntarySwitches() - csw0;
+    Phase("range-ops-end");
     if (failed > 0) CheckOk(first_error, "range op");
     const uint64_t per_thread = threads ? (n / threads + per_call - 1) / per_call * per_call : 0;
     const uint64_t done = threads ? per_thread * threads : n;
@@ -175,9 +179,10 @@ void BM_PoolRangeOps(benchmark::State& state, bool move, int depth, int threads,
                                     : absl::StrFormat("ApplyRangeOpsAsync, %d in flight", depth)),
             rate / 1000, "k ops/s", ">= 250k ops/s", rate >= 250'000,
             absl::StrFormat("%.2f us per op, process CPU %.2f us per op; %.1f ops per note "
-                            "record; %.0f media bytes per op (incl. checkpoints, %d of them); %d "
-                            "ops; load %.1f",
+                            "record; %.2f thread sleeps per op; %.0f media bytes per op (incl. "
+                            "checkpoints, %d of them); %d ops; load %.1f",
                             1e6 / rate, cpu * 1e6 / double(done), double(done) / records,
+                            double(csw) / double(done),
                             double(s1.media_write_bytes - s0.media_write_bytes) / double(done),
                             s1.checkpoint_count - s0.checkpoint_count, done, load0)});
   }

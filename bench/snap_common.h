@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <sys/resource.h>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -351,6 +352,14 @@ inline double ProcessCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Voluntary context switches of the whole process so far (a thread going to
+// sleep: a lock or condition wait, a blocking syscall).
+inline long VoluntarySwitches() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nvcsw;
 }
 
 inline double LoadAvg1() {

@@ -87,6 +87,8 @@ class MapState {
   // The committer calls it right before writing the note, so the check and
   // the apply see the same state.
   // `dropped`: trees removed by earlier ops of the same record.
+  // Reads only the catalogue part of the state (trees, names, kinds, flags,
+  // sizes, attributes), never a tree's mapping.
   absl::Status ValidateNote(const log::Op& op, const std::vector<uint32_t>& dropped = {}) const;
   // Unmaps every non-persistent range of every volume (crash recovery).
   // Returns the blocks unmapped.

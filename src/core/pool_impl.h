@@ -11,8 +11,14 @@
 //    read (seg_readers_), drop the lock and read the media.
 //  - The cleaner thread (gc::Cleaner) reads victims and submits relocation
 //    requests to the writer.
+//  - The catalogue part of MapState (which trees exist and everything of a
+//    VolumeMeta but its tree) changes only when the committer applies a
+//    catalogue note; it then holds tree_meta_mu_ and map_mu_ exclusively, so
+//    either one held shared is enough to read that part. Range operations
+//    check their input under tree_meta_mu_ alone and so never wait for the
+//    committer applying a batch under map_mu_.
 // Lock order: queue_mu_ and map_mu_ are never held together; RangeLock is
-// taken before either.
+// taken before either; tree_meta_mu_ before map_mu_.
 
 #include <atomic>
 #include <chrono>
@@ -231,11 +237,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::Status SubmitNotes(std::vector<ReqOp> ops, bool barrier);
   Request* MakeNoteRequest(std::vector<ReqOp> ops, bool barrier);
   // Resolves a tree reference (range.h): "" primary, a volume, VOL@SNAP or
-  // @SNAP. REQUIRES: map_mu_ held.
-  absl::StatusOr<uint32_t> ResolveTreeLocked(const std::string& ref, bool allow_snapshot) const
-      ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
-  absl::StatusOr<uint32_t> ResolveVolumeLocked(const std::string& name) const
-      ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
+  // @SNAP. REQUIRES: map_mu_ or tree_meta_mu_ held (shared is enough; see
+  // the class comment; the annotation cannot say "either").
+  absl::StatusOr<uint32_t> ResolveTreeLocked(const std::string& ref, bool allow_snapshot) const;
+  absl::StatusOr<uint32_t> ResolveVolumeLocked(const std::string& name) const;
   // Turns range ops into note ops (a move = clone + trims of the source
   // outside the destination), checking each against the current state.
   absl::StatusOr<std::vector<ReqOp>> BuildRangeOps(const std::vector<RangeOp>& ops);
@@ -292,6 +297,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   mutable absl::Mutex map_mu_;
   std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
+  // Guards the catalogue part of *state_ together with map_mu_ (class
+  // comment): written with both held exclusively, read with either.
+  mutable absl::Mutex tree_meta_mu_;
   std::unique_ptr<std::atomic<uint32_t>[]> seg_readers_;
 
   // Volume objects by tree id; removed volumes stay (marked gone). vols_mu_

@@ -59,7 +59,9 @@ absl::Status CheckPayload(const std::vector<ReqOp>& ops) {
 absl::StatusOr<std::vector<ReqOp>> PoolImpl::BuildRangeOps(const std::vector<RangeOp>& ops) {
   if (ops.empty()) return absl::InvalidArgumentError("no range operations given");
   std::vector<ReqOp> out;
-  absl::ReaderMutexLock l(&map_mu_);
+  // Only the catalogue is read (names, sizes, flags, attributes), so the
+  // committer applying a batch under map_mu_ does not hold this up.
+  absl::ReaderMutexLock l(&tree_meta_mu_);
   for (size_t i = 0; i < ops.size(); ++i) {
     const RangeOp& op = ops[i];
     auto fail = [&](const absl::Status& s) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -403,6 +404,9 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
         log::Op& o = ops[k];
         ReqOp& op = r->ops[k];
         if (o.type == log::OpType::kTree) ++next_tree;
+        // Catalogue notes go with barrier requests; the op types decide.
+        catalog |= o.type == log::OpType::kTree || o.type == log::OpType::kDrop ||
+                   o.type == log::OpType::kRollback || o.type == log::OpType::kAttr;
         if (!r->note) {
           switch (op.type) {
             case log::OpType::kWrite:
@@ -480,6 +484,10 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   reloc_bytes_ += reloc_blocks * kBlockSize;
   ++next_seq_;
   {
+    // A catalogue note changes what range operations check under
+    // tree_meta_mu_ alone (pool_impl.h).
+    std::optional<absl::MutexLock> meta;
+    if (catalog) meta.emplace(&tree_meta_mu_);
     absl::MutexLock l(&map_mu_);
     state_->ApplyRecord(h, pba);
     auto& info = state_->segments().at(seg);
