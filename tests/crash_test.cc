@@ -200,3 +200,60 @@ TEST(CrashTest, RandomCrashPointsAgainstModel) {
 
 }  // namespace
 }  // namespace ftl
+
+namespace ftl {
+namespace {
+
+// The contract says a write of at most max_atomic_bytes is atomic; one that
+// does not start on a block boundary touches one block more than
+// max_atomic_bytes / 4 KiB and must still be a single record.
+TEST(CrashTest, UnalignedWriteOfTheAtomicSizeIsOneRecord) {
+  for (bool keep : {false, true}) {
+    auto fault = std::make_shared<FaultMedia>(16 << 20);
+    auto open = testing::QuietOpen(/*cleaner=*/false);
+    auto pool = Pool::Format(fault, testing::SmallFormat(256 << 10), open);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    Volume* v = (*pool)->PrimaryVolume();
+    const uint64_t max = (*pool)->geometry().max_atomic_bytes;
+    auto old_data = testing::Pattern(1, 0, max + 8192);
+    ASSERT_TRUE(v->Write(0, old_data).ok());
+    ASSERT_TRUE(v->Flush().ok());
+    // Wherever the log stands in its segment (the fillers move it a block
+    // at a time), the write is one media write: never split at a segment end.
+    auto filler = testing::Pattern(3, 0, 4096);
+    auto new_data = testing::Pattern(2, 1536, max);
+    size_t before = 0;
+    for (int i = 0; i < 80; ++i) {
+      ASSERT_TRUE(v->Write(max + 4096, filler).ok());
+      ASSERT_TRUE(v->Flush().ok());
+      if (i == 79) break;  // the last round is the one that crashes
+      before = fault->unsynced_writes();
+      ASSERT_TRUE(v->Write(1536, new_data).ok());
+      ASSERT_EQ(fault->unsynced_writes() - before, 1u) << "round " << i << ": split";
+      ASSERT_TRUE(v->Write(0, old_data).ok());
+      ASSERT_TRUE(v->Flush().ok());
+    }
+    before = fault->unsynced_writes();
+    ASSERT_TRUE(v->Write(1536, new_data).ok());
+    EXPECT_EQ(fault->unsynced_writes() - before, 1u) << "the write took several media writes";
+    fault->Crash();
+    pool->reset();
+    media::CrashPlan plan;
+    plan.mode = media::CrashPlan::Mode::kKeepPrefix;
+    plan.keep_count = before + (keep ? 1 : 0);
+    plan.tear_next = !keep;
+    fault->Restart(plan);
+    auto reopened = Pool::Open(fault, open);
+    ASSERT_TRUE(reopened.ok()) << reopened.status();
+    std::vector<std::byte> got(max);
+    ASSERT_TRUE((*reopened)->PrimaryVolume()->Read(1536, got).ok());
+    if (keep) {
+      EXPECT_EQ(got, new_data);
+    } else {
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), old_data.begin() + 1536)) << "torn write";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ftl

@@ -166,7 +166,9 @@ struct Join {
 
 void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua, Callback done,
                               std::vector<Request*>* out) {
-  Bno chunk = pool_->max_atomic_blocks();
+  // A write of max_atomic_bytes that does not start on a block boundary
+  // touches one block more; it must still be one record (pool.h contract).
+  Bno chunk = pool_->max_atomic_blocks() + 1;
   int parts = int((n + chunk - 1) / chunk);
   // One part (the common case) reports straight to `done`.
   std::shared_ptr<Join> join = parts > 1 ? std::make_shared<Join>(parts, std::move(done)) : nullptr;
