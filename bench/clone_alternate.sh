@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # First write to cloned blocks vs a normal overwrite through NBD (issue 5),
 # alternating the two in one daemon so that drift (page cache, cleaner, load)
-# hits both alike: region A (SIZE) is written sequentially and cloned to
-# ROUNDS regions B1..Bn with `ftlctl range clone`; then fio (--ioengine=nbd,
-# 4 KiB random writes, QD given) runs RUNTIME seconds on B_i (first writes:
-# each breaks sharing) and then on A (overwrites), for each i. Prints each
-# run and the means. Only measures; kills only what it started.
+# hits both alike: regions A and D (SIZE each) are written sequentially, A
+# is cloned to ROUNDS regions B1..Bn with `ftlctl range clone`; then fio
+# (--ioengine=nbd, 4 KiB random writes, QD given) runs RUNTIME seconds on B_i
+# (first writes: each breaks sharing) and then on D (overwrites of blocks
+# nobody shares), for each i. Prints each run and the means. Only measures;
+# kills only what it started.
 #
 #   bench/clone_alternate.sh [--build DIR] [--size MIB] [--rounds N] [--runtime SEC] [--qd N]
 set -euo pipefail
@@ -36,7 +37,8 @@ cleanup() {
 }
 trap cleanup EXIT
 port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-backing=$(( SIZE * (ROUNDS + 1) * 4 ))M
+backing=$(( SIZE * (ROUNDS + 2) * 4 ))M
+D=$(( SIZE * (ROUNDS + 1) ))
 "$BUILD/nbd/ftld" --size "$backing" --port "$port" --control "$DIR/c.sock" --log-level warn \
   "$DIR/c.img" 2>"$DIR/c.log" &
 PID=$!
@@ -44,7 +46,10 @@ for _ in $(seq 1 200); do nbdinfo --size "nbd://127.0.0.1:$port/" >/dev/null 2>&
 uri="nbd://127.0.0.1:$port/"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)," \
      "region ${SIZE} MiB, backing $backing, QD $QD, ${RUNTIME}s runs, $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
-fio --name=fill --ioengine=nbd --uri="$uri" --rw=write --bs=1m --iodepth=8 --size="${SIZE}M" --output=/dev/null
+for off in 0 "$D"; do
+  fio --name=fill --ioengine=nbd --uri="$uri" --rw=write --bs=1m --iodepth=8 --offset="${off}M" \
+      --size="${SIZE}M" --output=/dev/null
+done
 for i in $(seq 1 "$ROUNDS"); do
   "$BUILD/tools/ftlctl" --control "$DIR/c.sock" range clone 0 "$(( i * SIZE ))M" "${SIZE}M" >/dev/null
 done
@@ -60,7 +65,7 @@ PY
 }
 for i in $(seq 1 "$ROUNDS"); do
   run $(( i * SIZE )) "clone-first"
-  run 0 "overwrite"
+  run "$D" "overwrite"
 done
 "$PY" - "$DIR/rows" <<'PY'
 import sys, statistics
