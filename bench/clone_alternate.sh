@@ -12,6 +12,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BENCH_NAME=clone_alternate
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
 BUILD="${here}/../build"
 SIZE=256
 ROUNDS=3
@@ -36,15 +39,15 @@ cleanup() {
   rm -rf "$DIR"
 }
 trap cleanup EXIT
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 backing=$(( SIZE * (ROUNDS + 2) * 4 ))M
 D=$(( SIZE * (ROUNDS + 1) ))
 "$BUILD/nbd/ftld" --size "$backing" --port "$port" --control "$DIR/c.sock" --log-level warn \
   "$DIR/c.img" 2>"$DIR/c.log" &
 PID=$!
-for _ in $(seq 1 200); do nbdinfo --size "nbd://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.05; done
+wait_port "$port"
 uri="nbd://127.0.0.1:$port/"
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)," \
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(load)," \
      "region ${SIZE} MiB, backing $backing, QD $QD, ${RUNTIME}s runs, $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
 for off in 0 "$D"; do
   fio --name=fill --ioengine=nbd --uri="$uri" --rw=write --bs=1m --iodepth=8 --offset="${off}M" \

@@ -13,6 +13,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BENCH_NAME=fio_compare
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
 FTLD="${here}/../build/nbd/ftld"
 DIR=""
 SIZE="1G"      # working set per server
@@ -44,14 +47,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 200); do
-    nbdinfo --size "nbd://127.0.0.1:$1/" >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "fio_compare: nothing serving NBD on port $1" >&2; return 1
-}
 
 echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs))"
 echo "# working set $SIZE, ${RUNTIME}s per workload, fio $(fio --version)"

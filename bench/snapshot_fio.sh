@@ -25,6 +25,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BENCH_NAME=snapshot_fio
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
 BUILD="${here}/../build-bench"
 DIR=""
 SIZE="1G"        # part A working set
@@ -76,21 +79,11 @@ stop_pid() {  # stop one daemon we started, by PID, and wait for it
   PIDS=("${keep[@]+"${keep[@]}"}")
 }
 cleanup() {
-  for p in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$p" 2>/dev/null || true; done
+  stop_all
   rm -f "$DIR"/*.img "$DIR"/*.qcow2 "$DIR"/*.sock
 }
 trap cleanup EXIT
 
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 400); do
-    nbdinfo --size "nbd://127.0.0.1:$1/" >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "snapshot_fio: nothing serving NBD on port $1" >&2; return 1
-}
-load() { cut -d' ' -f1 /proc/loadavg; }
 # fio JSON -> "iops p50_us p99_us"
 summarize() {
   "$PY" - "$1" <<'PY'

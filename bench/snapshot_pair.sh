@@ -18,6 +18,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BENCH_NAME=snapshot_pair
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
 BUILD="${here}/../build"
 DIR=""
 SIZE="1G"
@@ -53,20 +56,10 @@ DIR="${DIR:-$(mktemp -d "${TMPDIR:-/var/tmp}/ftld-snappair.XXXXXX")}"
 mkdir -p "$DIR"
 PIDS=()
 cleanup() {
-  for p in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$p" 2>/dev/null || true; done
+  stop_all
   rm -f "$DIR"/*.img "$DIR"/*.sock "$DIR"/*.json
 }
 trap cleanup EXIT
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 400); do
-    nbdinfo --size "nbd://127.0.0.1:$1/" >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "snapshot_pair: nothing serving NBD on port $1" >&2; return 1
-}
-load() { cut -d' ' -f1 /proc/loadavg; }
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(load), fio $(fio --version)"
 echo "# $FTLD ($(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')), dir $DIR," \
