@@ -71,71 +71,67 @@ def writer(uri, seed):
     return write
 
 
+class Tally:
+    """Latencies of the calls that succeeded and the errors of the others."""
+
+    def __init__(self):
+        self.us, self.errors = [], []
+
+    def control(self, c, request):
+        rep, t = c.request(request)
+        if rep.get("ok"):
+            self.us.append(t)
+        else:
+            self.errors.append(rep.get("error"))
+
+    def report(self):
+        out = summary(self.us)
+        out["errors"] = self.errors[:3]
+        out["failed"] = len(self.errors)
+        print(json.dumps(out))
+
+
 def cmd_create(a):
     c = Control(a.control)
     write = writer(a.uri, 1)
-    us, errors = [], []
+    tally = Tally()
     for i in range(a.count):
         if write and a.writes:
             write(a.writes)
         if a.no_snapshot:  # the same writes only (the baseline of a pair)
             continue
-        rep, t = c.request({"cmd": "snapshot", "action": "create", "name": f"{a.prefix}{i}"})
-        if rep.get("ok"):
-            us.append(t)
-        else:
-            errors.append(rep.get("error"))
-    out = summary(us)
-    out["errors"] = errors[:3]
-    out["failed"] = len(errors)
-    print(json.dumps(out))
+        tally.control(c, {"cmd": "snapshot", "action": "create", "name": f"{a.prefix}{i}"})
+    tally.report()
 
 
 def cmd_delete(a):
     c = Control(a.control)
-    us, errors = [], []
+    tally = Tally()
     for i in range(a.count):
-        rep, t = c.request({"cmd": "snapshot", "action": "delete", "name": f"{a.prefix}{i}"})
-        if rep.get("ok"):
-            us.append(t)
-        else:
-            errors.append(rep.get("error"))
-    out = summary(us)
-    out["errors"] = errors[:3]
-    out["failed"] = len(errors)
-    print(json.dumps(out))
+        tally.control(c, {"cmd": "snapshot", "action": "delete", "name": f"{a.prefix}{i}"})
+    tally.report()
 
 
 def cmd_request(a):
     c = Control(a.control)
-    us, errors = [], []
+    tally = Tally()
     for _ in range(a.count):
-        rep, t = c.request(json.loads(a.json))
-        if rep.get("ok"):
-            us.append(t)
-        else:
-            errors.append(rep.get("error"))
-    out = summary(us)
-    out["errors"] = errors[:3]
-    out["failed"] = len(errors)
-    print(json.dumps(out))
+        tally.control(c, json.loads(a.json))
+    tally.report()
 
 
 def cmd_cli(a):
-    us, errors = [], []
+    tally = Tally()
     for i in range(a.count):
         argv = [x.replace("{i}", str(i)) for x in a.command]
         t0 = time.perf_counter()
         p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         t1 = time.perf_counter()
         if p.returncode == 0:
-            us.append((t1 - t0) * 1e6)
+            tally.us.append((t1 - t0) * 1e6)
         else:
-            errors.append(p.stderr.decode(errors="replace").strip()[:200])
-    out = summary(us)
-    out["errors"] = errors[:3]
-    out["failed"] = len(errors)
-    print(json.dumps(out))
+            tally.errors.append(p.stderr.decode(errors="replace").strip()[:200])
+    tally.report()
 
 
 def main():
