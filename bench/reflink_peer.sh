@@ -94,23 +94,23 @@ fio --name=seq --filename="$MNT/seq" --rw=write --bs=1m --size="$SIZE" --iodepth
 sync
 echo
 printf "%-54s %12s %10s %14s\n" "operation" "time" "extents" "us per extent"
-read -r t tsync <<<"$(clone_py whole "$MNT/seq" "$MNT/seq.clone")"
-e=$(extents "$MNT/seq")
-printf "%-54s %10.3f ms %10s %14.3f   (fsync after: %.1f ms)\n" \
-  "whole-file FICLONERANGE, $SIZE sequential" "$(echo "$t*1000" | bc -l)" "$e" \
-  "$(echo "$t*1000000/$e" | bc -l)" "$(echo "$tsync*1000" | bc -l)"
-rm -f "$MNT/seq.clone"
+# Clones $MNT/seq whole into $1 and prints time, extents and time per extent.
+whole_clone_row() {  # CLONE-NAME LABEL
+  local t tsync e
+  read -r t tsync <<<"$(clone_py whole "$MNT/seq" "$MNT/$1")"
+  e=$(extents "$MNT/seq")
+  printf "%-54s %10.3f ms %10s %14.3f   (fsync after: %.1f ms)\n" \
+    "$2" "$(echo "$t*1000" | bc -l)" "$e" \
+    "$(echo "$t*1000000/$e" | bc -l)" "$(echo "$tsync*1000" | bc -l)"
+  rm -f "$MNT/$1"
+}
+whole_clone_row seq.clone "whole-file FICLONERANGE, $SIZE sequential"
 # Fragment: random 4 KiB O_DIRECT overwrites, each a new extent (CoW).
 fio --name=frag --filename="$MNT/seq" --rw=randwrite --bs=4k --size="$SIZE" --direct=1 \
     --ioengine=libaio --iodepth=32 --number_ios="$FRAG" --randrepeat=0 --norandommap \
     --end_fsync=1 --output=/dev/null
 sync
-read -r t tsync <<<"$(clone_py whole "$MNT/seq" "$MNT/frag.clone")"
-e=$(extents "$MNT/seq")
-printf "%-54s %10.3f ms %10s %14.3f   (fsync after: %.1f ms)\n" \
-  "whole-file FICLONERANGE, after $FRAG random 4K writes" "$(echo "$t*1000" | bc -l)" "$e" \
-  "$(echo "$t*1000000/$e" | bc -l)" "$(echo "$tsync*1000" | bc -l)"
-rm -f "$MNT/frag.clone"
+whole_clone_row frag.clone "whole-file FICLONERANGE, after $FRAG random 4K writes"
 read -r p50 p99 mean rate <<<"$(clone_py calls "$MNT/seq" "$MNT/calls" "$CALLS")"
 printf "%-54s p50 %.2f us, p99 %.2f us, mean %.2f us (%.0f calls/s)\n" \
   "single 4 KiB FICLONERANGE calls ($CALLS, random offsets)" "$p50" "$p99" "$mean" "$rate"
