@@ -279,10 +279,11 @@ void ReportFixtureBreakdown() {
     Report({"map memory", absl::StrFormat("ExtentTree + VbaTable breakdown, %s", Shape(random)),
             double(f.ctx().memory_bytes() + f.vbas().memory_bytes()) / n, "B/block", "", true,
             absl::StrFormat("tree %.2f B/block (%d leaves of %d B, %d inner nodes), VBA table "
-                            "%.2f B/block (%d entries of %d B, capacity counted); %d extents",
+                            "%.2f B/block (%d entries, %d of %d chunks dense); %d extents",
                             double(f.ctx().memory_bytes()) / n, f.ctx().leaves,
                             sizeof(map::Leaf), f.ctx().inners, double(f.vbas().memory_bytes()) / n,
-                            f.vbas().size(), sizeof(map::VbaTable::Entry),
+                            f.vbas().size(), f.vbas().dense_chunks(),
+                            (f.vbas().size() + map::VbaTable::kChunkSize - 1) / map::VbaTable::kChunkSize,
                             f.tree().extent_count())});
   }
 }

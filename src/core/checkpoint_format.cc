@@ -86,12 +86,13 @@ void EncodeCheckpointInto(const MapState& state, const log::Uuid& uuid, uint64_t
     e.U64(si.max_seq);
     e.U64(si.sealed_seq);
   }
-  const auto& entries = state.vbas().entries();
-  e.U32(uint32_t(entries.size()));
-  for (const auto& en : entries) {
-    e.U32(en.pba);
-    e.U32(en.refs);
-  }
+  e.U32(state.vbas().size());
+  state.vbas().ForEachRun(0, state.vbas().size(), [&](Bno, Bno len, Bno pba, uint32_t refs) {
+    for (Bno i = 0; i < len; ++i) {
+      e.U32(pba == kNoBlock ? kNoBlock : pba + i);
+      e.U32(refs);
+    }
+  });
   const auto& csums = state.block_csums();
   e.U32(uint32_t(csums.size()));
   for (uint32_t c : csums) e.U32(c);
@@ -317,13 +318,13 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
   for (map::Node* n : nodes) {
     if (n->refs == 0) return fail("unreferenced node");
   }
-  state->vbas().Load(std::move(entries));
-  for (const auto& en : state->vbas().entries()) {
+  for (const auto& en : entries) {
     if (en.refs > 0 && en.pba != kNoBlock) {
       if (segs.IsValid(en.pba)) return absl::DataLossError("checkpoint: PBA used twice");
       segs.SetValid(en.pba);
     }
   }
+  state->vbas().Load(entries);
   for (VolIn& v : vols) {
     VolumeMeta* meta = state->AddVolume(v.id, v.name, v.size);
     if (v.root != uint32_t(-1)) meta->tree.AdoptRoot(nodes[v.root], v.mapped);

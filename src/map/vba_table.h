@@ -4,13 +4,26 @@
 // entries that reference it (a leaf shared by several trees counts once, so
 // sharing a tree root costs nothing here). When the count drops to zero the
 // VBA is freed and its PBA stops being live in the SegmentTable.
-// Not thread-safe: guarded by the owner's map lock.
+//
+// Storage: chunks of 4096 VBAs. A chunk starts as a short sorted list of
+// runs (consecutive VBAs with one refcount whose PBAs are consecutive too,
+// or all without a PBA): sequentially written data costs ~0.25 B per VBA.
+// A chunk whose list grows past kMaxRuns turns dense: a 4-byte PBA and a
+// 1-byte refcount per VBA (counts >= 255 live in a side map), 5 B per VBA.
+// Dense chunks turn back into runs when the table is loaded from a
+// checkpoint. The form is invisible to callers.
+//
+// Not thread-safe: guarded by the owner's map lock (const methods may run
+// concurrently with each other).
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "log/log_format.h"
 #include "log/segment_table.h"
 
@@ -24,10 +37,16 @@ class VbaTable {
   struct Entry {
     Bno pba = kNoBlock;
     uint32_t refs = 0;
+    bool operator==(const Entry&) const = default;
   };
+  static constexpr Bno kChunkBits = 12;
+  static constexpr Bno kChunkSize = Bno(1) << kChunkBits;
+  static constexpr size_t kMaxRuns = 256;  // 2 KiB of runs vs 20 KiB dense
+
   // `max_vbas` caps the table (a pool never needs more VBAs than it has
   // physical blocks plus slack).
   VbaTable(log::SegmentTable* segs, Bno max_vbas);
+  ~VbaTable();
 
   // Allocates n VBAs as few contiguous runs as it can; appends
   // (start, length) runs. ResourceExhausted-free by construction: callers
@@ -44,29 +63,66 @@ class VbaTable {
   // Relocation: moves vba to new_pba only if it still points at old_pba.
   bool CompareAndSetPba(Bno vba, Bno old_pba, Bno new_pba);
 
-  const Entry& Get(Bno vba) const { return entries_[vba]; }
-  bool InRange(Bno vba) const { return vba < entries_.size(); }
-  Bno size() const { return Bno(entries_.size()); }
+  Entry Get(Bno vba) const;
+  bool InRange(Bno vba) const { return vba < size_; }
+  Bno size() const { return size_; }
   uint64_t live_vbas() const { return live_; }
-  uint64_t memory_bytes() const {
-    return entries_.capacity() * sizeof(Entry) + free_runs_.size() * 32;
-  }
+  uint64_t memory_bytes() const;
+  // Chunks currently dense (for stats and tests).
+  uint64_t dense_chunks() const;
 
-  // Serialisation support: the table is dense; free entries have refs 0.
-  const std::vector<Entry>& entries() const { return entries_; }
+  // Calls fn(vba, len, pba, refs) for [from, to) clipped to size(), in
+  // order, as runs: VBA vba + i has PBA pba + i (or kNoBlock when pba is
+  // kNoBlock) and refcount refs. Runs may be split arbitrarily.
+  void ForEachRun(Bno from, Bno to,
+                  const std::function<void(Bno vba, Bno len, Bno pba, uint32_t refs)>& fn) const;
+
   // Replaces the whole table (checkpoint load) and rebuilds the free runs.
   // Does not touch the SegmentTable (the caller restores validity).
-  void Load(std::vector<Entry> entries);
+  void Load(const std::vector<Entry>& entries);
 
  private:
-  void Free(Bno vba);
+  // Run form: runs[k] covers [runs[k].off, runs[k+1].off) (the last one to
+  // the chunk's end); runs[0].off == 0; neighbours never continue each other.
+  struct Run {
+    Bno pba;
+    uint16_t off;
+    uint16_t refs;
+  };
+  static constexpr uint32_t kMaxRunRefs = 0xFFFF;
+  static constexpr uint8_t kBigRefs = 255;  // dense: the count is in big_refs_
+  struct Chunk {
+    std::vector<Run> runs;
+    std::unique_ptr<Bno[]> pba;       // dense form when set
+    std::unique_ptr<uint8_t[]> refs;  // dense form
+    bool dense() const { return pba != nullptr; }
+  };
+
+  void Free(Bno vba, Bno n, Bno pba);
   void AddFreeRun(Bno start, Bno len);
   void EnsureSize(Bno n);
 
+  // Run-form editing: makes run boundaries at off (returns the index of the
+  // run starting there), and merges neighbours that continue each other
+  // over runs [first, last].
+  static size_t SplitAt(Chunk& c, uint32_t off);
+  static void MergeAround(Chunk& c, size_t first, size_t last);
+  static uint32_t RunEnd(const Chunk& c, size_t k);
+  void Densify(Chunk& c);
+  uint32_t DenseRefs(const Chunk& c, Bno chunk_base, uint32_t off) const;
+  void SetDenseRefs(Chunk& c, Bno chunk_base, uint32_t off, uint32_t refs);
+  // Applies fn(first_vba, len, &pba, &refs) to each run piece of
+  // [vba, vba + n), in run form or dense form; grows_refs: fn may raise
+  // refcounts (so a run near its 16-bit limit goes dense first).
+  template <typename F>
+  void Edit(Bno vba, Bno n, bool grows_refs, F fn);
+
   log::SegmentTable* segs_;
   Bno max_vbas_;
-  std::vector<Entry> entries_;
-  // Free VBAs below entries_.size(): start -> length, coalesced.
+  Bno size_ = 0;
+  std::vector<Chunk> chunks_;
+  absl::flat_hash_map<Bno, uint32_t> big_refs_;  // dense entries with refs >= 255
+  // Free VBAs below size_: start -> length, coalesced.
   absl::btree_map<Bno, Bno> free_runs_;
   uint64_t live_ = 0;  // VBAs with refs > 0
 };

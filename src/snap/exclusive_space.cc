@@ -37,7 +37,9 @@ uint64_t ExclusiveBlocks(const map::ExtentTree& tree, const map::VbaTable& vbas)
   log::Bno at = 0;
   for (const auto& [vba, delta] : events) {
     if (cover > 0) {
-      for (log::Bno v = at; v < vba; ++v) blocks += vbas.Get(v).refs == uint32_t(cover);
+      vbas.ForEachRun(at, vba, [&](log::Bno, log::Bno len, log::Bno, uint32_t refs) {
+        if (refs == uint32_t(cover)) blocks += len;
+      });
     }
     cover += delta;
     at = vba;

@@ -1,0 +1,192 @@
+// VbaTable: the chunked run / dense storage against a plain vector model,
+// including form changes (runs -> dense when fragmented, dense -> runs on
+// load), 16-bit run refcount overflow, validity bookkeeping in the
+// SegmentTable and the free-VBA allocator.
+
+#include "map/vba_table.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "log/segment_table.h"
+
+namespace ftl::map {
+namespace {
+
+using Entry = VbaTable::Entry;
+
+struct Fixture {
+  log::SegmentTable segs{64, 4096};  // 256 Ki physical blocks
+  VbaTable vbas{&segs, 1 << 20};
+  std::vector<Entry> model;
+  Bno next_pba = 0;
+
+  std::vector<Bno> Fresh(Bno n) {
+    std::vector<std::pair<Bno, Bno>> runs;
+    vbas.Allocate(n, &runs);
+    std::vector<Bno> out;
+    for (auto [s, l] : runs)
+      for (Bno k = 0; k < l; ++k) out.push_back(s + k);
+    if (model.size() < vbas.size()) model.resize(vbas.size());
+    return out;
+  }
+  // Writes n new blocks the way the write path does: allocate, reference,
+  // point at the next physical blocks of the log.
+  std::vector<Bno> Write(Bno n) {
+    auto v = Fresh(n);
+    for (Bno x : v) {
+      vbas.Incref(x, 1);
+      ++model[x].refs;
+      Bno pba = FindFreePba();
+      vbas.SetPba(x, pba);
+      model[x].pba = pba;
+    }
+    return v;
+  }
+  // The next free physical block after the last one handed out (a log).
+  Bno FindFreePba() {
+    for (Bno k = 0; k < 64 * 4096; ++k) {
+      Bno p = next_pba++ % (64 * 4096);
+      if (!segs.IsValid(p)) return p;
+    }
+    ADD_FAILURE() << "no free PBA";
+    return 0;
+  }
+  void Decref(Bno v, Bno n) {
+    vbas.Decref(v, n);
+    for (Bno i = v; i < v + n; ++i) {
+      if (--model[i].refs == 0) model[i].pba = kNoBlock;
+    }
+  }
+  void Incref(Bno v, Bno n) {
+    vbas.Incref(v, n);
+    for (Bno i = v; i < v + n; ++i) ++model[i].refs;
+  }
+  void ExpectMatches() {
+    ASSERT_EQ(vbas.size(), model.size());
+    uint64_t live = 0;
+    for (Bno v = 0; v < model.size(); ++v) {
+      ASSERT_EQ(vbas.Get(v), model[v]) << "vba " << v;
+      live += model[v].refs > 0;
+      if (model[v].refs > 0 && model[v].pba != kNoBlock) ASSERT_TRUE(segs.IsValid(model[v].pba));
+    }
+    EXPECT_EQ(vbas.live_vbas(), live);
+    // ForEachRun yields the same entries in order, without gaps.
+    Bno at = 0;
+    vbas.ForEachRun(0, vbas.size(), [&](Bno v, Bno len, Bno pba, uint32_t refs) {
+      ASSERT_EQ(v, at);
+      for (Bno i = 0; i < len; ++i) {
+        Entry e{pba == kNoBlock ? kNoBlock : pba + i, refs};
+        ASSERT_EQ(e, model[v + i]) << "vba " << v + i;
+      }
+      at += len;
+    });
+    EXPECT_EQ(at, vbas.size());
+  }
+};
+
+TEST(VbaTableTest, SequentialWritesStayRuns) {
+  Fixture f;
+  for (int i = 0; i < 256; ++i) f.Write(64);  // 16 Ki blocks, consecutive PBAs
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.dense_chunks(), 0u);
+  // Well under 1 byte per VBA (4 chunks of a few runs each).
+  EXPECT_LT(f.vbas.memory_bytes(), 16384u / 8);
+}
+
+TEST(VbaTableTest, ScatteredPbasGoDenseAndLoadCompactsAgain) {
+  Fixture f;
+  auto v = f.Write(8192);
+  std::mt19937 rng(7);
+  // Point every other VBA somewhere else: thousands of runs per chunk.
+  for (Bno i = 0; i < v.size(); i += 2) {
+    Bno pba = f.FindFreePba();
+    f.vbas.SetPba(v[i], pba);
+    f.model[v[i]].pba = pba;
+  }
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.dense_chunks(), 2u);
+  EXPECT_GE(f.vbas.memory_bytes(), 2u * 4096 * 5);
+  // Free everything but one run: after a reload the chunks are runs again.
+  f.Decref(v[0], 4000);
+  f.Decref(v[4100], 8192 - 4100);
+  f.ExpectMatches();
+  f.vbas.Load(f.model);
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.dense_chunks(), 0u);
+}
+
+TEST(VbaTableTest, RefcountsBeyondSixteenBitsAndEightBits) {
+  Fixture f;
+  auto v = f.Write(100);
+  // 70000 references on a run of 10: beyond a run's 16-bit count.
+  for (int i = 0; i < 70000; ++i) f.Incref(v[10], 10);
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.dense_chunks(), 1u);
+  EXPECT_EQ(f.vbas.Get(v[15]).refs, 70001u);
+  for (int i = 0; i < 69800; ++i) f.Decref(v[10], 10);
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.Get(v[15]).refs, 201u);
+  for (int i = 0; i < 201; ++i) f.Decref(v[10], 10);
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.Get(v[15]).refs, 0u);
+  EXPECT_EQ(f.vbas.Get(v[15]).pba, kNoBlock);
+  // Freed VBAs are handed out again (single blocks take the lowest).
+  auto again = f.Fresh(1);
+  EXPECT_EQ(again[0], v[10]);
+}
+
+TEST(VbaTableTest, RandomOperationsMatchModel) {
+  Fixture f;
+  std::mt19937 rng(42);
+  std::vector<Bno> live;
+  for (int step = 0; step < 20000; ++step) {
+    int op = int(rng() % 10);
+    if (op < 4 || live.empty()) {
+      auto v = f.Write(1 + rng() % 40);
+      live.insert(live.end(), v.begin(), v.end());
+    } else if (op < 6) {
+      // Overwrite in place (a private block's new version).
+      Bno x = live[rng() % live.size()];
+      Bno pba = f.FindFreePba();
+      f.vbas.SetPba(x, pba);
+      f.model[x].pba = pba;
+    } else if (op < 7) {
+      // Relocation: compare-and-set, sometimes against a stale PBA.
+      Bno x = live[rng() % live.size()];
+      Bno old = f.model[x].pba;
+      Bno pba = f.FindFreePba();
+      bool stale = rng() % 4 == 0;
+      bool ok = f.vbas.CompareAndSetPba(x, stale ? old + 1 : old, pba);
+      ASSERT_EQ(ok, !stale || old + 1 == old);
+      if (ok) f.model[x].pba = pba;
+    } else if (op < 8) {
+      // Share a range of consecutive VBAs (a leaf copy) ...
+      Bno x = live[rng() % live.size()];
+      Bno n = 1;
+      while (n < 16 && x + n < f.model.size() && f.model[x + n].refs > 0) ++n;
+      f.Incref(x, n);
+    } else {
+      // ... and drop references.
+      size_t i = rng() % live.size();
+      Bno x = live[i];
+      f.Decref(x, 1);
+      if (f.model[x].refs == 0) {
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+    if (step % 2000 == 0) f.ExpectMatches();
+  }
+  f.ExpectMatches();
+  // Both forms were exercised.
+  EXPECT_GT(f.vbas.dense_chunks(), 0u);
+  EXPECT_LT(f.vbas.dense_chunks(), (f.vbas.size() + VbaTable::kChunkSize - 1) / VbaTable::kChunkSize);
+  f.vbas.Load(f.model);
+  f.ExpectMatches();
+}
+
+}  // namespace
+}  // namespace ftl::map
