@@ -111,6 +111,28 @@ TEST(ExtentTree, SequentialWritesStayOneExtentAndSmall) {
   EXPECT_EQ(f.ctx.leaves + f.ctx.inners, 1u);
 }
 
+TEST(ExtentTree, RandomOrderFillKeepsLeavesFourFifthsFull) {
+  // Every block its own extent (VBAs never continue), written in random
+  // order: overflowing leaves share with a neighbour instead of leaving two
+  // half-full leaves (a plain B+tree ends near ln 2 = 69%).
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  std::vector<Bno> order(kSpace);
+  for (Bno i = 0; i < kSpace; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  Model want(kSpace, kNoBlock);
+  for (Bno lba : order) {
+    auto v = f.Fresh(2);  // the second VBA stays unused: no extent continues
+    t.Assign(lba, 1, v[0]);
+    want[lba] = v[0];
+  }
+  ASSERT_EQ(t.extent_count(), kSpace);
+  ASSERT_EQ(Dump(t), want);
+  double fill = double(kSpace) / double(f.ctx.leaves * kLeafCap);
+  EXPECT_GE(fill, 0.78) << f.ctx.leaves << " leaves";
+  ExpectRefcountsExact(f, {&t});
+}
+
 TEST(ExtentTree, FillingAGapJoinsBothNeighbours) {
   Fixture f;
   ExtentTree t(&f.ctx);

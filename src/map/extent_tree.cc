@@ -192,6 +192,58 @@ ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bo
   return split;
 }
 
+void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
+  Leaf* l = static_cast<Leaf*>(in->kid[i]);
+  Leaf* r = static_cast<Leaf*>(s->right);
+  // An end split (sequential appends) already left a full leaf behind.
+  if (r->count < kLeafCap / 4) return;
+  auto usable = [&](int k) {
+    return k >= 0 && k < in->count && in->kid[k]->leaf && in->kid[k]->refs == 1;
+  };
+  const int nb = usable(i + 1) ? i + 1 : usable(i - 1) ? i - 1 : -1;
+  if (nb < 0) return;
+  Leaf* n = static_cast<Leaf*>(in->kid[nb]);
+  // The three leaves in LBA order, and all their entries.
+  Leaf* group[3] = {l, r, n};
+  if (nb < i) group[0] = n, group[1] = l, group[2] = r;
+  Extent all[3 * kLeafCap + 3];
+  int t = 0;
+  for (Leaf* g : group) {
+    std::copy(g->e, g->e + g->count, all + t);
+    t += g->count;
+  }
+  // Two leaves if they can hold everything (the split's new leaf goes),
+  // else three evened out.
+  const int parts = t <= 2 * kLeafCap ? 2 : 3;
+  Leaf* dst[3] = {group[0], group[1], group[2]};
+  if (parts == 2) {
+    if (nb > i) dst[1] = n;  // l, n
+  }
+  int at = 0;
+  for (int p = 0; p < parts; ++p) {
+    int take = t / parts + (p < t % parts);
+    std::copy(all + at, all + at + take, dst[p]->e);
+    dst[p]->count = uint16_t(take);
+    at += take;
+  }
+  // Separators: each leaf after the first starts at its first entry. The
+  // entries moved between leaves owned only here, so no VBA reference
+  // changes hands.
+  if (parts == 2) {
+    in->key[std::max(i, nb)] = dst[1]->e[0].lba;
+    --ctx_->leaves;
+    delete r;
+    *s = {};
+    return;
+  }
+  s->key = r->e[0].lba;
+  if (nb > i) {
+    in->key[nb] = n->e[0].lba;
+  } else {
+    in->key[i] = l->e[0].lba;
+  }
+}
+
 uint64_t ExtentTree::CountMapped(const Node* n) const {
   uint64_t total = 0;
   if (n->leaf) {
@@ -229,6 +281,7 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
   if (i == j) {
     Split s = AssignIn(&in->kid[i], lo, hi, vba, insert);
     Node* kid = in->kid[i];
+    if (s.right && kid->leaf) Rebalance(in, i, &s);
     // Common cases in place: the child changed within itself, or split
     // into a node that still fits here.
     if (kid->count > 0 && !s.right) return {};
