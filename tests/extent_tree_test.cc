@@ -229,6 +229,12 @@ TEST(ExtentTree, ShareIsConstantTimeAndWriteCopiesOnlyOnePath) {
   EXPECT_LE(copied, 3u);
   EXPECT_TRUE(t.Exclusive(100));
   EXPECT_FALSE(t.Exclusive(40000));  // elsewhere still shared
+  // The one-descent form agrees with LookupOne + Exclusive.
+  for (Bno lba : {Bno(99), Bno(100), Bno(101), Bno(40000), Bno(40001), Bno(60000)}) {
+    bool excl = false;
+    EXPECT_EQ(t.LookupOneExclusive(lba, &excl), t.LookupOne(lba)) << lba;
+    EXPECT_EQ(excl, t.Exclusive(lba)) << lba;
+  }
   ExpectRefcountsExact(f, {&t, &snap});
 }
 

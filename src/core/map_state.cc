@@ -58,8 +58,9 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   out->resize(base + n, kNoBlock);
   Bno need = 0;
   for (Bno i = 0; i < n; ++i) {
-    Bno cur = v->tree.LookupOne(lba + i);
-    if (cur != kNoBlock && vbas_.Get(cur).refs == 1 && v->tree.Exclusive(lba + i)) {
+    bool exclusive = false;
+    Bno cur = v->tree.LookupOneExclusive(lba + i, &exclusive);
+    if (cur != kNoBlock && exclusive && vbas_.Get(cur).refs == 1) {
       (*out)[base + i] = cur;
     } else {
       ++need;
@@ -132,7 +133,8 @@ void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, Ap
     Bno lba = w.lba + i;
     if (lba >= v->size_blocks) break;
     j = Bno(std::min<uint64_t>(j, v->size_blocks - w.lba));
-    bool same = true;
+    // An unreferenced VBA (a new one) is mapped nowhere: no lookup needed.
+    bool same = vbas_.InRange(w.vba[i]) && vbas_.Get(w.vba[i]).refs > 0;
     for (Bno k = i; k < j && same; ++k) same = v->tree.LookupOne(w.lba + k) == w.vba[k];
     if (!same) {
       for (Bno k = i; k < j; ++k) vbas_.Claim(w.vba[k]);

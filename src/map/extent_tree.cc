@@ -407,6 +407,24 @@ Bno ExtentTree::LookupOne(Bno lba) const {
   return kNoBlock;
 }
 
+Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
+  *exclusive = true;
+  const Node* n = root_;
+  while (n) {
+    if (n->refs != 1) *exclusive = false;
+    if (n->leaf) {
+      const Leaf* l = static_cast<const Leaf*>(n);
+      int i = FirstEndingAbove(l->e, l->count, lba);
+      if (i == l->count || lba < l->e[i].lba) return kNoBlock;
+      return l->e[i].vba + (lba - l->e[i].lba);
+    }
+    const Inner* in = static_cast<const Inner*>(n);
+    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
+    n = in->kid[i];
+  }
+  return kNoBlock;
+}
+
 bool ExtentTree::Exclusive(Bno lba) const {
   const Node* n = root_;
   while (n) {

@@ -75,6 +75,8 @@ class ExtentTree {
   // True if the path to the leaf covering lba is referenced by this tree
   // alone (a write there may reuse a VBA whose refcount is 1).
   bool Exclusive(Bno lba) const;
+  // LookupOne and Exclusive in one descent.
+  Bno LookupOneExclusive(Bno lba, bool* exclusive) const;
 
   void ForEach(const std::function<void(const Extent&)>& fn) const;
   uint64_t mapped_blocks() const { return mapped_; }
