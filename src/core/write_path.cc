@@ -364,6 +364,14 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     absl::MutexLock l(&map_mu_);
     uint32_t next_tree = state_->next_tree_id();
     size_t kept = 0;
+    {
+      std::vector<std::pair<uint32_t, Bno>> writes;
+      for (Request* r : batch)
+        if (!r->note)
+          for (const ReqOp& op : r->ops)
+            if (op.type == log::OpType::kWrite) writes.push_back({op.vol, op.lba});
+      state_->PrefetchWrites(writes);
+    }
     for (Request* r : batch) {
       absl::Status ok;
       std::vector<log::Op> ops;

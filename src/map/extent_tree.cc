@@ -425,6 +425,31 @@ Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
   return kNoBlock;
 }
 
+void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
+  if (!root_ || root_->leaf) return;
+  constexpr size_t kGroup = 64;
+  const Node* cur[kGroup];
+  for (size_t base = 0; base < n; base += kGroup) {
+    const size_t m = std::min(kGroup, n - base);
+    std::fill(cur, cur + m, root_);
+    for (bool deeper = true; deeper;) {
+      deeper = false;
+      for (size_t k = 0; k < m; ++k) {
+        if (cur[k]->leaf) continue;
+        const Inner* in = static_cast<const Inner*>(cur[k]);
+        Bno lba = lbas[base + k];
+        int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
+        const Node* kid = in->kid[i];
+        const char* p = reinterpret_cast<const char*>(kid);
+        constexpr size_t kBytes = std::max(sizeof(Leaf), sizeof(Inner));
+        for (size_t off = 0; off < kBytes; off += 64) __builtin_prefetch(p + off);
+        cur[k] = kid;
+        deeper = true;
+      }
+    }
+  }
+}
+
 bool ExtentTree::Exclusive(Bno lba) const {
   const Node* n = root_;
   while (n) {
