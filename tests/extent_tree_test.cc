@@ -133,6 +133,23 @@ TEST(ExtentTree, RandomOrderFillKeepsLeavesFourFifthsFull) {
   ExpectRefcountsExact(f, {&t});
 }
 
+TEST(ExtentTree, PrefetchPathsIsOnlyAHint) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  std::vector<Bno> lbas = {0, 5, kSpace - 1, kSpace + 100, 12345};
+  t.PrefetchPaths(lbas.data(), lbas.size());  // empty tree
+  t.Assign(3, 1, f.Fresh(1)[0]);
+  t.PrefetchPaths(lbas.data(), lbas.size());  // a root leaf
+  for (Bno lba = 0; lba < kSpace; lba += 3) t.Assign(lba, 1, f.Fresh(2)[0]);
+  Model before = Dump(t);
+  uint64_t nodes = f.ctx.leaves + f.ctx.inners;
+  std::vector<Bno> many;
+  for (Bno i = 0; i < 300; ++i) many.push_back((i * 7919) % (kSpace + 50));
+  t.PrefetchPaths(many.data(), many.size());  // several groups, past the end too
+  EXPECT_EQ(Dump(t), before);
+  EXPECT_EQ(f.ctx.leaves + f.ctx.inners, nodes);
+}
+
 TEST(ExtentTree, FillingAGapJoinsBothNeighbours) {
   Fixture f;
   ExtentTree t(&f.ctx);
