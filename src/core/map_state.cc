@@ -81,23 +81,8 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   }
 }
 
-void MapState::PrefetchWrites(const std::vector<std::pair<uint32_t, Bno>>& writes) const {
-  if (writes.size() < 2) return;
-  std::vector<Bno> lbas;
-  lbas.reserve(writes.size());
-  // Usually one volume: one pass per distinct volume, in order of appearance.
-  for (size_t i = 0; i < writes.size(); ++i) {
-    uint32_t vol = writes[i].first;
-    bool seen = false;
-    for (size_t j = 0; j < i && !seen; ++j) seen = writes[j].first == vol;
-    if (seen) continue;
-    const VolumeMeta* v = volume(vol);
-    if (!v) continue;
-    lbas.clear();
-    for (size_t j = i; j < writes.size(); ++j)
-      if (writes[j].first == vol) lbas.push_back(writes[j].second);
-    v->tree.PrefetchPaths(lbas.data(), lbas.size());
-  }
+void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const {
+  if (const VolumeMeta* v = volume(vol)) v->tree.PrefetchPaths(lbas.data(), lbas.size());
 }
 
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {

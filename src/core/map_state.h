@@ -102,8 +102,8 @@ class MapState {
   // current VBA if this tree alone references it (refcount 1 on an
   // unshared path), else a newly allocated one (contiguous where possible).
   void PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* vbas);
-  // Cache hint before a batch of PlanWrites: (volume, first LBA) of each.
-  void PrefetchWrites(const std::vector<std::pair<uint32_t, Bno>>& writes) const;
+  // Cache hint before a batch of PlanWrites to volume `vol`: their first LBAs.
+  void PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const;
   // Returns VBAs from PlanWrite that were never applied (failed write).
   void UnplanWrite(const std::vector<Bno>& vbas);
 

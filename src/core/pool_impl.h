@@ -297,6 +297,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   mutable absl::Mutex map_mu_;
   std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
+  // The committer's scratch list of a batch's write LBAs (PrefetchWrites).
+  std::vector<Bno> prefetch_lbas_ ABSL_GUARDED_BY(map_mu_);
   // Guards the catalogue part of *state_ together with map_mu_ (class
   // comment): written with both held exclusively, read with either.
   mutable absl::Mutex tree_meta_mu_;

@@ -364,14 +364,19 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     absl::MutexLock l(&map_mu_);
     uint32_t next_tree = state_->next_tree_id();
     size_t kept = 0;
-    {
-      std::vector<std::pair<uint32_t, Bno>> writes;
-      for (Request* r : batch)
-        if (!r->note)
-          for (const ReqOp& op : r->ops)
-            if (op.type == log::OpType::kWrite) writes.push_back({op.vol, op.lba});
-      state_->PrefetchWrites(writes);
+    // Cache hint for the writes to the batch's first written volume (a
+    // batch rarely spans volumes).
+    prefetch_lbas_.clear();
+    uint32_t prefetch_vol = UINT32_MAX;
+    for (Request* r : batch) {
+      if (r->note) continue;
+      for (const ReqOp& op : r->ops) {
+        if (op.type != log::OpType::kWrite) continue;
+        if (prefetch_vol == UINT32_MAX) prefetch_vol = op.vol;
+        if (op.vol == prefetch_vol) prefetch_lbas_.push_back(op.lba);
+      }
     }
+    if (prefetch_lbas_.size() > 1) state_->PrefetchWrites(prefetch_vol, prefetch_lbas_);
     for (Request* r : batch) {
       absl::Status ok;
       std::vector<log::Op> ops;
