@@ -392,19 +392,8 @@ void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
 }
 
 Bno ExtentTree::LookupOne(Bno lba) const {
-  const Node* n = root_;
-  while (n) {
-    if (n->leaf) {
-      const Leaf* l = static_cast<const Leaf*>(n);
-      int i = FirstEndingAbove(l->e, l->count, lba);
-      if (i == l->count || lba < l->e[i].lba) return kNoBlock;
-      return l->e[i].vba + (lba - l->e[i].lba);
-    }
-    const Inner* in = static_cast<const Inner*>(n);
-    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
-    n = in->kid[i];
-  }
-  return kNoBlock;
+  bool exclusive;
+  return LookupOneExclusive(lba, &exclusive);
 }
 
 Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
@@ -451,15 +440,9 @@ void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
 }
 
 bool ExtentTree::Exclusive(Bno lba) const {
-  const Node* n = root_;
-  while (n) {
-    if (n->refs != 1) return false;
-    if (n->leaf) return true;
-    const Inner* in = static_cast<const Inner*>(n);
-    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
-    n = in->kid[i];
-  }
-  return true;
+  bool exclusive;
+  LookupOneExclusive(lba, &exclusive);
+  return exclusive;
 }
 
 void ExtentTree::ForEach(const std::function<void(const Extent&)>& fn) const {
