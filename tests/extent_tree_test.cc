@@ -14,6 +14,7 @@
 
 #include "log/segment_table.h"
 #include "map/vba_table.h"
+#include "map_test_util.h"
 
 namespace ftl::map {
 namespace {
@@ -24,15 +25,7 @@ struct Fixture {
   log::SegmentTable segs{64, 4096};
   VbaTable vbas{&segs, 1 << 20};
   TreeContext ctx{&vbas};
-  // Allocates n fresh VBAs (contiguous or not) the way the writer does.
-  std::vector<Bno> Fresh(Bno n) {
-    std::vector<std::pair<Bno, Bno>> runs;
-    vbas.Allocate(n, &runs);
-    std::vector<Bno> out;
-    for (auto [s, l] : runs)
-      for (Bno k = 0; k < l; ++k) out.push_back(s + k);
-    return out;
-  }
+  std::vector<Bno> Fresh(Bno n) { return testing::FreshVbas(&vbas, n); }
 };
 
 using Model = std::vector<Bno>;  // lba -> vba or kNoBlock

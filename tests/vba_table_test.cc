@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "log/segment_table.h"
+#include "map_test_util.h"
 
 namespace ftl::map {
 namespace {
@@ -24,11 +25,7 @@ struct Fixture {
   Bno next_pba = 0;
 
   std::vector<Bno> Fresh(Bno n) {
-    std::vector<std::pair<Bno, Bno>> runs;
-    vbas.Allocate(n, &runs);
-    std::vector<Bno> out;
-    for (auto [s, l] : runs)
-      for (Bno k = 0; k < l; ++k) out.push_back(s + k);
+    std::vector<Bno> out = testing::FreshVbas(&vbas, n);
     if (model.size() < vbas.size()) model.resize(vbas.size());
     return out;
   }
