@@ -301,13 +301,21 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     state.counters["ckpts"] = double(s1.checkpoint_count - s0.checkpoint_count);
     state.counters["user_MiBps"] = user / kMiB / o.seconds;
     state.counters["free_avg"] = o.free_avg;
+    const double hot_user =
+        double(s1.user_hot_write_bytes - s0.user_hot_write_bytes) / std::max(user, 1.0);
+    const double hot_reloc =
+        double(s1.gc_hot_relocated_bytes - s0.gc_hot_relocated_bytes) / std::max(reloc, 1.0);
+    state.counters["hot_user"] = hot_user;
+    state.counters["hot_reloc"] = hot_reloc;
 
     note += absl::StrFormat(
                 "1 + gc %.3f + ckpt %.3f + hdr/sb %.3f; victims %.0f%% live; free segments "
-                "%.1f avg (%d-%d); %.0f MiB/s; ",
+                "%.1f avg (%d-%d); %.0f MiB/s; hot slot: %.0f%% of user, %.0f%% of relocated "
+                "blocks; ",
                 reloc / user, ckpt / user, other / user,
                 cleaned ? 100 * reloc / kBlockSize / double(cleaned) / o.geo.segment_blocks : 0,
-                o.free_avg, o.free_min, o.free_max, user / kMiB / o.seconds) +
+                o.free_avg, o.free_min, o.free_max, user / kMiB / o.seconds, 100 * hot_user,
+                100 * hot_reloc) +
             models;
     if (o.check_problems) note += absl::StrFormat("; Pool::Check: %d problems", o.check_problems);
     r.value = wa;

@@ -1,9 +1,11 @@
 // The writer thread: group commit of queued requests into records, segment
-// allocation for the user and relocation streams, periodic checkpoints.
+// allocation for the placement slots (hot / cold user writes, relocations;
+// gc/placement.h), periodic checkpoints.
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -85,6 +87,7 @@ Request* PoolImpl::SplitToFit(Request* r, const std::function<bool(Bno)>& fits) 
   if (head == 0) return nullptr;
   auto* tail = new Request;
   tail->stream = r->stream;
+  tail->slot = r->slot;
   tail->fua = r->fua;
   tail->splittable = true;
   ReqOp t;
@@ -132,8 +135,8 @@ void PoolImpl::FailRequests(std::vector<Request*>& batch, const absl::Status& s)
   batch.clear();
 }
 
-bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
-  int si = int(stream);
+bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
+  int si = int(slot);
   auto& segs = state_->segments();
   if (open_seg_[si] != UINT32_MAX) {
     const auto& info = segs.at(open_seg_[si]);
@@ -163,6 +166,10 @@ bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
       info.write_ptr = 0;
       info.max_seq = 0;
       info.sealed_seq = 0;
+      info.hot = slot == gc::Slot::kHot;
+      info.opened_seq = next_seq_;
+      info.data_seq_sum = 0;
+      info.data_count = 0;
       open_seg_[si] = s;
       open_cursor_ = s + 1;
       opened = s;
@@ -181,9 +188,11 @@ bool PoolImpl::EligibleLocked() const {
 
 bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream) {
   std::deque<Request*>* q = nullptr;
+  bool one_slot = false;
   if (!gc_q_.empty()) {
     q = &gc_q_;
     *stream = log::Stream::kRelocation;
+    one_slot = true;
   } else if (!user_q_.empty() && (!user_blocked_ || stop_)) {
     q = &user_q_;
     *stream = log::Stream::kUser;
@@ -194,13 +203,15 @@ bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream
   uint32_t blocks = 0;
   size_t payload = 0;
   const int cls = q->front()->batch_class();
+  const gc::Slot slot = q->front()->slot;
   while (!q->empty()) {
     Request* r = q->front();
     uint32_t b = r->data_blocks();
     size_t p = r->payload_bytes();
     // Data and notes never share a record, and a catalogue change goes alone.
     if (!batch->empty() && (r->batch_class() != cls || cls == 2 || blocks + b > max_batch ||
-                            log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks))
+                            log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks ||
+                            (one_slot && r->slot != slot)))
       break;
     batch->push_back(r);
     q->pop_front();
@@ -222,11 +233,73 @@ void PoolImpl::DrainQueue() {
         return;
       }
     }
-    CommitBatch(batch, stream);
+    if (stream == log::Stream::kRelocation) {
+      CommitBatch(batch, stream, batch.front()->slot);
+    } else if (batch.front()->batch_class() != 0) {
+      CommitBatch(batch, stream, gc::Slot::kCold);  // notes: header blocks only
+    } else {
+      for (auto& part : ClassifyUserBatch(batch)) CommitBatch(part, stream, part.front()->slot);
+    }
   }
 }
 
-void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
+std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Request*>& batch) {
+  struct Range {
+    uint32_t vol;
+    Bno lo, hi;
+    size_t req;
+  };
+  std::vector<Range> ranges;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    const auto& segs = state_->segments();
+    const auto& vbas = state_->vbas();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Request* r = batch[i];
+      r->slot = gc::Slot::kCold;
+      bool classified = false;
+      for (const ReqOp& op : r->ops) {
+        if (op.type != log::OpType::kWrite && op.type != log::OpType::kTrim) continue;
+        ranges.push_back({op.vol, op.lba, op.lba + op.count, i});
+        if (classified || op.type != log::OpType::kWrite) continue;
+        classified = true;
+        // The request is dated by the version its first block replaces.
+        std::optional<gc::OldVersion> old;
+        const VolumeMeta* v = state_->volume(op.vol);
+        Bno vba = v && op.lba < v->size_blocks ? v->tree.LookupOne(op.lba) : kNoBlock;
+        if (vba != kNoBlock && vbas.InRange(vba) && vbas.Get(vba).refs > 0 &&
+            vbas.Get(vba).pba != kNoBlock) {
+          const auto& si = segs.at(segs.SegmentOf(vbas.Get(vba).pba));
+          old = gc::OldVersion{si.mean_data_seq(), si.hot};
+        }
+        r->slot = placement_.ForUserWrite(old, next_seq_);
+      }
+    }
+  }
+  // Records of different slots may reach the log in either order, so
+  // requests that overlap must share one: if any do not, the whole batch
+  // takes the first request's slot.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return std::tie(a.vol, a.lo) < std::tie(b.vol, b.lo);
+  });
+  bool mixed = false;
+  for (size_t i = 1; i < ranges.size() && !mixed; ++i) {
+    Bno hi = ranges[i - 1].hi;
+    for (size_t k = i; k < ranges.size() && ranges[k].vol == ranges[i - 1].vol &&
+                       ranges[k].lo < hi && !mixed;
+         ++k)
+      mixed = batch[ranges[k].req]->slot != batch[ranges[i - 1].req]->slot;
+  }
+  if (mixed)
+    for (Request* r : batch) r->slot = batch.front()->slot;
+  std::vector<std::vector<Request*>> parts(gc::kSlotCount);
+  for (Request* r : batch) parts[int(r->slot)].push_back(r);
+  std::erase_if(parts, [](const auto& p) { return p.empty(); });
+  batch.clear();
+  return parts;
+}
+
+void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
     // Keep the prefix that fits the open segment; if none does, move on
     // to a fresh segment.
     auto need = [](const std::vector<Request*>& b, size_t n) {
@@ -238,7 +311,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
       }
       return blocks + log::HeaderBlocksFor(payload);
     };
-    int si = int(stream);
+    int si = int(slot);
     auto fitting = [&]() -> size_t {
       if (open_seg_[si] == UINT32_MAX) return 0;
       uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
@@ -268,8 +341,24 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
         ++fit;
       }
     }
+    if (fit == 0 && stream == log::Stream::kRelocation && slot == gc::Slot::kHot) {
+      // The cleaner opens a hot segment only where a user write could: a
+      // segment it opened below the writer's reserve would take user writes
+      // too, and the reserve kept for relocations would shrink.
+      bool low;
+      {
+        absl::ReaderMutexLock l(&map_mu_);
+        low = state_->segments().free_count() <= kGcReserveSegments;
+      }
+      if (low) {
+        slot = gc::Slot::kGc;
+        si = int(slot);
+        for (Request* r : batch) r->slot = slot;
+        fit = fitting();
+      }
+    }
     if (fit == 0) {
-      if (!EnsureRoom(stream, need(batch, 1))) {
+      if (!EnsureRoom(slot, stream, need(batch, 1))) {
         bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
         bool closing;
         {
@@ -298,7 +387,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
       for (size_t i = batch.size(); i > fit; --i) q.push_front(batch[i - 1]);
       batch.resize(fit);
     }
-    WriteBatch(batch, stream);
+    WriteBatch(batch, stream, slot);
     batch.clear();
   }
 
@@ -347,8 +436,8 @@ void PoolImpl::WriterLoop() {
   }
 }
 
-void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
-  uint32_t seg = open_seg_[int(stream)];
+void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
+  uint32_t seg = open_seg_[int(slot)];
   log::RecordHeader h;
   h.seq = next_seq_;
   h.durable_seq = durable_seq_;
@@ -482,6 +571,10 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   NoteIo();
   user_bytes_ += user_blocks * kBlockSize;
   reloc_bytes_ += reloc_blocks * kBlockSize;
+  if (slot == gc::Slot::kHot) {
+    user_hot_bytes_ += user_blocks * kBlockSize;
+    reloc_hot_bytes_ += reloc_blocks * kBlockSize;
+  }
   ++next_seq_;
   {
     // A catalogue note changes what range operations check under
@@ -494,7 +587,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     if (geo_.segment_blocks - info.write_ptr < 2) {
       state_->segments().SetState(seg, log::SegmentState::kFull);
       info.sealed_seq = h.seq;
-      open_seg_[int(stream)] = UINT32_MAX;
+      open_seg_[int(slot)] = UINT32_MAX;
       ++sealed_since_ckpt_;
     }
   }
