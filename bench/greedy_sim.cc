@@ -33,7 +33,8 @@ class Model {
 
   void Write(uint64_t lba) {
     ++user_;
-    Place(lba, UserSlot(lba), user_, false);
+    if (o_.streams == Streams::kTemperature) Measure(lba);
+    Place(lba, UserSlot(lba), user_);
     while (free_.size() < o_.reserve_segments) Clean();
   }
 
@@ -44,7 +45,6 @@ class Model {
 
  private:
   static constexpr uint32_t kClosed = UINT32_MAX;
-  static constexpr size_t kWriterReserve = 2;  // core/write_path.cc
 
   uint32_t Pop() {
     // Invariant: the reserve keeps a free segment for every append.
@@ -52,6 +52,16 @@ class Model {
     uint32_t s = free_.back();
     free_.pop_back();
     return s;
+  }
+
+  // The engine's SeparationMeter, over windows of 16 segments of user
+  // writes (core/write_path.cc).
+  void Measure(uint64_t lba) {
+    if (uint64_t p = l2p_[lba]; p != kNone) meter_.NoteOverwrite(hot_[p / o_.segment_blocks]);
+    if (user_ % (16 * uint64_t(o_.segment_blocks)) != 0) return;
+    uint64_t live_hot = 0, live_other = 0;
+    for (uint32_t s = 0; s < o_.segment_count; ++s) (hot_[s] ? live_hot : live_other) += live_[s];
+    if (auto v = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*v);
   }
 
   bool Temperature() const {
@@ -75,7 +85,11 @@ class Model {
       uint32_t n = full_[s] ? o_.segment_blocks : wp_of(s);
       old = gc::OldVersion{n ? time_sum_[s] / n : user_, hot_[s]};
     }
-    return placement_.ForUserWrite(old, user_);
+    Slot slot = placement_.ForUserWrite(old, user_);
+    // The engine commits batches of 32 here (wa_bench's WriteAsyncBatch).
+    if (o_.streams == Streams::kTemperature && !placement_.HotSlotOpen((user_ - 1) / 32))
+      slot = Slot::kCold;
+    return slot;
   }
 
   Slot RelocSlot(uint64_t pba) const {
@@ -85,7 +99,7 @@ class Model {
       case Streams::kUserGc:
         return Slot::kGc;
       case Streams::kOracle:
-        return p2l_[pba] < hot_blocks_ ? Slot::kHot : Slot::kGc;
+        return p2l_[pba] < hot_blocks_ ? Slot::kHotGc : Slot::kGc;
       case Streams::kTemperature:
         break;
     }
@@ -99,13 +113,8 @@ class Model {
   }
 
   // Appends lba's new copy, written at `t`, to `slot`.
-  void Place(uint64_t lba, Slot slot, uint64_t t, bool reloc) {
+  void Place(uint64_t lba, Slot slot, uint64_t t) {
     int k = int(slot);
-    // As in the engine, relocations open a hot segment only where a user
-    // write could (above the writer's reserve).
-    if (reloc && slot == Slot::kHot && (open_[k] == kClosed || wp_[k] == o_.segment_blocks) &&
-        free_.size() <= kWriterReserve)
-      k = int(Slot::kGc);
     if (uint64_t old = l2p_[lba]; old != kNone) {
       p2l_[old] = kNone;
       --live_[old / o_.segment_blocks];
@@ -122,7 +131,7 @@ class Model {
       wp_[k] = 0;
       opened_at_[s] = user_;
       time_sum_[s] = 0;
-      hot_[s] = k == int(Slot::kHot) && Temperature();
+      hot_[s] = gc::IsHot(Slot(k)) && Temperature();
     }
     uint32_t s = open_[k];
     uint64_t pba = uint64_t(s) * o_.segment_blocks + wp_[k]++;
@@ -186,7 +195,7 @@ class Model {
     for (uint64_t p = first; p < first + o_.segment_blocks; ++p) {
       if (p2l_[p] == kNone) continue;
       ++relocated_;
-      Place(p2l_[p], RelocSlot(p), written_[p], true);
+      Place(p2l_[p], RelocSlot(p), written_[p]);
     }
     free_.push_back(victim);
     ++cleaned_;
@@ -195,6 +204,7 @@ class Model {
   const GreedyOptions& o_;
   const uint64_t hot_blocks_;
   gc::Placement placement_;
+  gc::SeparationMeter meter_;
   std::vector<uint64_t> l2p_, p2l_;
   std::vector<uint64_t> written_;  // per PBA: user write count when written
   std::vector<uint32_t> live_;
@@ -206,8 +216,8 @@ class Model {
   uint64_t checkpoints_ = 0;
   uint32_t sealed_since_ckpt_ = 0;
   std::vector<uint32_t> free_;
-  uint32_t open_[gc::kSlotCount] = {kClosed, kClosed, kClosed};
-  uint32_t wp_[gc::kSlotCount] = {0, 0, 0};
+  uint32_t open_[gc::kSlotCount] = {kClosed, kClosed, kClosed, kClosed};
+  uint32_t wp_[gc::kSlotCount] = {0, 0, 0, 0};
   uint64_t user_ = 0, relocated_ = 0, cleaned_ = 0;
 };
 

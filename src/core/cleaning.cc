@@ -187,8 +187,7 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     }
   }
 
-  // Each live block goes to the slot placement chooses (hot blocks first:
-  // they share the hot segment with user writes).
+  // Each live block goes to the slot placement chooses.
   std::vector<size_t> order[gc::kSlotCount];
   {
     absl::ReaderMutexLock l(&map_mu_);

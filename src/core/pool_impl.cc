@@ -244,14 +244,16 @@ void PoolImpl::DropScratch() {
   }
 }
 
-void PoolImpl::SealHotSegment() {
-  uint32_t& seg = open_seg_[int(gc::Slot::kHot)];
-  if (seg == UINT32_MAX) return;
+void PoolImpl::SealHotSegments() {
   absl::MutexLock l(&map_mu_);
-  auto& si = state_->segments().at(seg);
-  state_->segments().SetState(seg, log::SegmentState::kFull);
-  si.sealed_seq = si.max_seq;
-  seg = UINT32_MAX;
+  for (gc::Slot slot : {gc::Slot::kHot, gc::Slot::kHotGc}) {
+    uint32_t& seg = open_seg_[int(slot)];
+    if (seg == UINT32_MAX) continue;
+    auto& si = state_->segments().at(seg);
+    state_->segments().SetState(seg, log::SegmentState::kFull);
+    si.sealed_seq = si.max_seq;
+    seg = UINT32_MAX;
+  }
 }
 
 void PoolImpl::AdoptOpenSegments() {
@@ -526,7 +528,7 @@ absl::Status PoolImpl::Close() {
                                {"checkpoint",
                                 [&] {
                                   absl::MutexLock role(&commit_mu_);
-                                  SealHotSegment();
+                                  SealHotSegments();
                                   return DoCheckpoint();
                                 }},
                                {"mark clean",

@@ -266,7 +266,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Sets the slot of each user data request by the age of the blocks it
   // replaces (gc::Placement) and splits the batch into one batch per slot,
   // in order. Overlapping requests always share a slot (records of
-  // different slots may be written in either order).
+  // different slots may be written in either order). Feeds meter_ and,
+  // every kMeterWindowSegments of user writes, switches separation on or
+  // off by its verdict.
   std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);
   void CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
   void MaybeAutoCheckpoint();
@@ -278,10 +280,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Open segments after a clean open: each takes the slot of its stream;
   // a second one of a stream is sealed.
   void AdoptOpenSegments();
-  // At close: seals the hot slot's segment, so a clean pool has at most one
-  // open segment per stream, as before slots existed (older versions open
-  // it, and AdoptOpenSegments has a slot for each).
-  void SealHotSegment();
+  // At close: seals the hot slots' segments, so a clean pool has at most
+  // one open segment per stream, as before slots existed (older versions
+  // open it, and AdoptOpenSegments has a slot for each).
+  void SealHotSegments();
   // Checkpoints run in the commit role (writer thread, or after it stopped).
   // DoCheckpoint = encode + write + sync, done when it returns.
   absl::Status DoCheckpoint();
@@ -316,8 +318,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   mutable absl::Mutex map_mu_;
   std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
-  // Hot/cold placement: read under map_mu_ shared (committer), updated
-  // under map_mu_ exclusive (cleaner, when it takes a hot victim).
+  // Hot/cold placement: read under map_mu_ shared, updated under map_mu_
+  // exclusive (by the cleaner when it takes a hot victim, by the committer
+  // when it switches separation on or off).
   gc::Placement placement_;
   // Guards the catalogue part of *state_ together with map_mu_ (class
   // comment): written with both held exclusively, read with either.
@@ -354,11 +357,15 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Committer state: guarded by commit_mu_ (held by the writer thread or an
   // inline committer). Lock order: commit_mu_ before queue_mu_ / map_mu_.
   absl::Mutex commit_mu_;
-  uint32_t open_seg_[gc::kSlotCount] = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  uint32_t open_seg_[gc::kSlotCount] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
   uint32_t open_cursor_ = 0;
   AlignedBuffer record_buf_;
   uint64_t next_seq_ = 1;
   uint32_t sealed_since_ckpt_ = 0;
+  // Placement bookkeeping of the committer (ClassifyUserBatch).
+  gc::SeparationMeter meter_;
+  uint64_t user_batches_ = 0;
+  uint64_t window_blocks_ = 0;
   std::chrono::steady_clock::time_point last_ckpt_;
   uint64_t last_ckpt_seq_ = 0;
 

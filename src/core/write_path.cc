@@ -1,6 +1,6 @@
 // The writer thread: group commit of queued requests into records, segment
-// allocation for the placement slots (hot / cold user writes, relocations;
-// gc/placement.h), periodic checkpoints.
+// allocation for the placement slots (hot / cold user writes, relocations,
+// hot relocations; gc/placement.h), periodic checkpoints.
 
 #include <algorithm>
 #include <cstring>
@@ -18,6 +18,9 @@ namespace {
 constexpr uint32_t kGcReserveSegments = 2;
 constexpr uint32_t kMaxBatchBlocks = 1024;
 constexpr uint64_t kInlineCommitMaxBlocks = 64;
+// Whether hot/cold separation pays is judged every this many segments of
+// user writes (gc::SeparationMeter).
+constexpr uint64_t kMeterWindowSegments = 16;
 }  // namespace
 
 void PoolImpl::Submit(Request* r) { SubmitMany({r}); }
@@ -166,7 +169,7 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
       info.write_ptr = 0;
       info.max_seq = 0;
       info.sealed_seq = 0;
-      info.hot = slot == gc::Slot::kHot;
+      info.hot = gc::IsHot(slot);
       info.opened_seq = next_seq_;
       info.data_seq_sum = 0;
       info.data_count = 0;
@@ -250,6 +253,7 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     size_t req;
   };
   std::vector<Range> ranges;
+  const uint64_t batch_no = user_batches_++;
   {
     absl::ReaderMutexLock l(&map_mu_);
     const auto& segs = state_->segments();
@@ -271,10 +275,21 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
             vbas.Get(vba).pba != kNoBlock) {
           const auto& si = segs.at(segs.SegmentOf(vbas.Get(vba).pba));
           old = gc::OldVersion{si.mean_data_seq(), si.hot};
+          meter_.NoteOverwrite(si.hot);
         }
         r->slot = placement_.ForUserWrite(old, next_seq_);
+        if (r->slot == gc::Slot::kHot && !placement_.HotSlotOpen(batch_no)) r->slot = gc::Slot::kCold;
       }
+      window_blocks_ += r->data_blocks();
     }
+  }
+  if (window_blocks_ >= kMeterWindowSegments * uint64_t(geo_.segment_blocks)) {
+    window_blocks_ = 0;
+    absl::MutexLock l(&map_mu_);
+    const auto& segs = state_->segments();
+    uint64_t live_hot = 0, live_other = 0;
+    for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
+    if (auto pays = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*pays);
   }
   // Records of different slots may reach the log in either order, so
   // requests that overlap must share one: if any do not, the whole batch
@@ -339,22 +354,6 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
       if (Request* tail = SplitToFit(batch[fit], fits)) {
         batch.insert(batch.begin() + long(fit) + 1, tail);
         ++fit;
-      }
-    }
-    if (fit == 0 && stream == log::Stream::kRelocation && slot == gc::Slot::kHot) {
-      // The cleaner opens a hot segment only where a user write could: a
-      // segment it opened below the writer's reserve would take user writes
-      // too, and the reserve kept for relocations would shrink.
-      bool low;
-      {
-        absl::ReaderMutexLock l(&map_mu_);
-        low = state_->segments().free_count() <= kGcReserveSegments;
-      }
-      if (low) {
-        slot = gc::Slot::kGc;
-        si = int(slot);
-        for (Request* r : batch) r->slot = slot;
-        fit = fitting();
       }
     }
     if (fit == 0) {
@@ -571,7 +570,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::
   NoteIo();
   user_bytes_ += user_blocks * kBlockSize;
   reloc_bytes_ += reloc_blocks * kBlockSize;
-  if (slot == gc::Slot::kHot) {
+  if (gc::IsHot(slot)) {
     user_hot_bytes_ += user_blocks * kBlockSize;
     reloc_hot_bytes_ += reloc_blocks * kBlockSize;
   }

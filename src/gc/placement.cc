@@ -7,6 +7,7 @@ const char* SlotName(Slot s) {
     case Slot::kHot: return "hot";
     case Slot::kCold: return "cold";
     case Slot::kGc: return "gc";
+    case Slot::kHotGc: return "hot-gc";
   }
   return "?";
 }
@@ -27,7 +28,7 @@ Slot Placement::ForUserWrite(const std::optional<OldVersion>& old, uint64_t now)
 
 Slot Placement::ForRelocation(bool from_hot, uint64_t data_seq, uint64_t now) const {
   uint64_t age = now > data_seq ? now - data_seq : 0;
-  return from_hot && Younger(age, kStayHot) ? Slot::kHot : Slot::kGc;
+  return active_ && from_hot && Younger(age, kStayHot) ? Slot::kHotGc : Slot::kGc;
 }
 
 void Placement::HotSegmentReclaimed(uint64_t lifespan) {
@@ -37,6 +38,15 @@ void Placement::HotSegmentReclaimed(uint64_t lifespan) {
     sum_ -= lifespans_.front();
     lifespans_.pop_front();
   }
+}
+
+std::optional<bool> SeparationMeter::EndWindow(uint64_t live_hot, uint64_t live_other) {
+  uint64_t hot = hot_, other = other_;
+  hot_ = other_ = 0;
+  if (hot < kMinSamples || other < kMinSamples || live_hot == 0 || live_other == 0)
+    return std::nullopt;
+  // (hot / live_hot) >= kMinRatio * (other / live_other)
+  return double(hot) * double(live_other) >= kMinRatio * double(other) * double(live_hot);
 }
 
 }  // namespace ftl::gc
