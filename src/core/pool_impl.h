@@ -265,8 +265,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   void DrainQueue();
   // Sets the slot of each user data request by the age of the blocks it
   // replaces (gc::Placement) and splits the batch into one batch per slot,
-  // in order. Overlapping requests always share a slot (records of
-  // different slots may be written in either order). Feeds meter_ and,
+  // in order. Overlapping requests, and the parts of one large write,
+  // always share a slot (records of different slots may be written in
+  // either order). Feeds meter_ and,
   // every kMeterWindowSegments of user writes, switches separation on or
   // off by its verdict.
   std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);

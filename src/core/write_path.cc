@@ -291,6 +291,16 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
     if (auto pays = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*pays);
   }
+  // The parts of a write larger than the atomic size must reach the log in
+  // order (a crash keeps a prefix of its blocks): a part continuing the
+  // previous request takes its slot.
+  for (size_t i = 1; i < batch.size(); ++i) {
+    const Request* a = batch[i - 1];
+    Request* r = batch[i];
+    if (a->splittable && r->splittable && !a->ops.empty() && !r->ops.empty() &&
+        a->ops[0].vol == r->ops[0].vol && a->ops[0].lba + a->ops[0].count == r->ops[0].lba)
+      r->slot = a->slot;
+  }
   // Records of different slots may reach the log in either order, so
   // requests that overlap must share one: if any do not, the whole batch
   // takes the first request's slot.
