@@ -29,9 +29,12 @@ enum class VictimPolicy {
 enum class Streams {
   kOne,          // user writes and relocations share one open segment
   kUserGc,       // relocations in their own open segment
-  kTemperature,  // gc/placement.h: hot / cold user / relocation slots
-  kOracle,       // like kTemperature, but knowing each block's class (the
-                 // workload's hot set): the best two-class separation
+  kTemperature,  // gc/placement.h with its SeparationMeter: hot / cold
+                 // user / relocation / hot relocation slots; batches of 32
+                 // user writes for the passive probe (as wa_bench writes)
+  kOracle,       // hot / cold user / relocation / hot relocation slots by
+                 // each block's true class (the workload's hot set): the
+                 // best any two-class placement can do
 };
 
 struct GreedyOptions {
@@ -67,7 +70,7 @@ struct GreedyResult {
 };
 
 // Runs the model. REQUIRES: volume_blocks fits the segments minus the
-// reserve and one open segment.
+// reserve and the open segments.
 GreedyResult RunGreedy(const GreedyOptions& opts);
 
 }  // namespace ftl::bench
