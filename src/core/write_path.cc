@@ -271,9 +271,10 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
         std::optional<gc::OldVersion> old;
         const VolumeMeta* v = state_->volume(op.vol);
         Bno vba = v && op.lba < v->size_blocks ? v->tree.LookupOne(op.lba) : kNoBlock;
-        if (vba != kNoBlock && vbas.InRange(vba) && vbas.Get(vba).refs > 0 &&
-            vbas.Get(vba).pba != kNoBlock) {
-          const auto& si = segs.at(segs.SegmentOf(vbas.Get(vba).pba));
+        const map::VbaTable::Entry e =
+            vba != kNoBlock && vbas.InRange(vba) ? vbas.Get(vba) : map::VbaTable::Entry{};
+        if (e.refs > 0 && e.pba != kNoBlock) {
+          const auto& si = segs.at(segs.SegmentOf(e.pba));
           old = gc::OldVersion{si.mean_data_seq(), si.hot};
           meter_.NoteOverwrite(si.hot);
         }
