@@ -1,40 +1,51 @@
 #include "greedy_sim.h"
 
 #include <cassert>
+#include <optional>
 #include <vector>
 
+#include "gc/placement.h"
 #include "workload.h"
 
 namespace ftl::bench {
 namespace {
 
 constexpr uint64_t kNone = UINT64_MAX;
+using gc::Slot;
 
 class Model {
  public:
-  explicit Model(const GreedyOptions& o)
+  Model(const GreedyOptions& o, uint64_t hot_blocks)
       : o_(o),
+        hot_blocks_(hot_blocks),
         l2p_(o.volume_blocks, kNone),
         p2l_(uint64_t(o.segment_count) * o.segment_blocks, kNone),
+        written_(p2l_.size(), 0),
         live_(o.segment_count, 0),
+        opened_at_(o.segment_count, 0),
         sealed_at_(o.segment_count, 0),
-        full_(o.segment_count, false) {
+        time_sum_(o.segment_count, 0),
+        hot_(o.segment_count, false),
+        full_(o.segment_count, false),
+        sealed_ckpt_(o.segment_count, 0) {
     for (uint32_t s = o.segment_count; s-- > 0;) free_.push_back(s);
-    open_[0] = Pop();
-    if (o.separate_relocation) open_[1] = Pop();
   }
 
   void Write(uint64_t lba) {
     ++user_;
-    Place(lba, 0);
+    if (o_.streams == Streams::kTemperature) Measure(lba);
+    Place(lba, UserSlot(lba), user_);
     while (free_.size() < o_.reserve_segments) Clean();
   }
 
   uint64_t user() const { return user_; }
   uint64_t relocated() const { return relocated_; }
   uint64_t cleaned() const { return cleaned_; }
+  uint64_t checkpoints() const { return checkpoints_; }
 
  private:
+  static constexpr uint32_t kClosed = UINT32_MAX;
+
   uint32_t Pop() {
     // Invariant: the reserve keeps a free segment for every append.
     assert(!free_.empty());
@@ -43,23 +54,92 @@ class Model {
     return s;
   }
 
-  // Appends lba's new copy to stream `st` (0 user, 1 relocation).
-  void Place(uint64_t lba, int st) {
-    if (!o_.separate_relocation) st = 0;
+  // The engine's SeparationMeter, over windows of 16 segments of user
+  // writes (core/write_path.cc).
+  void Measure(uint64_t lba) {
+    if (uint64_t p = l2p_[lba]; p != kNone) meter_.NoteOverwrite(hot_[p / o_.segment_blocks]);
+    if (user_ % (16 * uint64_t(o_.segment_blocks)) != 0) return;
+    uint64_t live_hot = 0, live_other = 0;
+    for (uint32_t s = 0; s < o_.segment_count; ++s) (hot_[s] ? live_hot : live_other) += live_[s];
+    if (auto v = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*v);
+  }
+
+  bool Temperature() const {
+    return o_.streams == Streams::kTemperature || o_.streams == Streams::kOracle;
+  }
+
+  Slot UserSlot(uint64_t lba) const {
+    switch (o_.streams) {
+      case Streams::kOne:
+      case Streams::kUserGc:
+        return Slot::kCold;
+      case Streams::kOracle:
+        return lba < hot_blocks_ ? Slot::kHot : Slot::kCold;
+      case Streams::kTemperature:
+        break;
+    }
+    std::optional<gc::OldVersion> old;
+    if (uint64_t p = l2p_[lba]; p != kNone) {
+      // Dated by its segment's mean data time, as the engine does.
+      uint32_t s = uint32_t(p / o_.segment_blocks);
+      uint32_t n = full_[s] ? o_.segment_blocks : wp_of(s);
+      old = gc::OldVersion{n ? time_sum_[s] / n : user_, hot_[s]};
+    }
+    Slot slot = placement_.ForUserWrite(old, user_);
+    // The engine commits batches of 32 here (wa_bench's WriteAsyncBatch).
+    if (o_.streams == Streams::kTemperature && !placement_.HotSlotOpen((user_ - 1) / 32))
+      slot = Slot::kCold;
+    return slot;
+  }
+
+  Slot RelocSlot(uint64_t pba) const {
+    switch (o_.streams) {
+      case Streams::kOne:
+        return Slot::kCold;
+      case Streams::kUserGc:
+        return Slot::kGc;
+      case Streams::kOracle:
+        return p2l_[pba] < hot_blocks_ ? Slot::kHotGc : Slot::kGc;
+      case Streams::kTemperature:
+        break;
+    }
+    return placement_.ForRelocation(hot_[pba / o_.segment_blocks], written_[pba], user_);
+  }
+
+  uint32_t wp_of(uint32_t seg) const {
+    for (int k = 0; k < gc::kSlotCount; ++k)
+      if (open_[k] == seg) return wp_[k];
+    return o_.segment_blocks;
+  }
+
+  // Appends lba's new copy, written at `t`, to `slot`.
+  void Place(uint64_t lba, Slot slot, uint64_t t) {
+    int k = int(slot);
     if (uint64_t old = l2p_[lba]; old != kNone) {
       p2l_[old] = kNone;
       --live_[old / o_.segment_blocks];
     }
-    if (wp_[st] == o_.segment_blocks) {
-      full_[open_[st]] = true;
-      sealed_at_[open_[st]] = user_;
-      open_[st] = Pop();
-      wp_[st] = 0;
+    if (open_[k] != kClosed && wp_[k] == o_.segment_blocks) {
+      full_[open_[k]] = true;
+      sealed_at_[open_[k]] = user_;
+      sealed_ckpt_[open_[k]] = checkpoints_;
+      open_[k] = kClosed;
+      if (o_.checkpoint_segments && ++sealed_since_ckpt_ >= o_.checkpoint_segments) Checkpoint();
     }
-    uint64_t pba = uint64_t(open_[st]) * o_.segment_blocks + wp_[st]++;
+    if (open_[k] == kClosed) {
+      uint32_t s = open_[k] = Pop();
+      wp_[k] = 0;
+      opened_at_[s] = user_;
+      time_sum_[s] = 0;
+      hot_[s] = gc::IsHot(Slot(k)) && Temperature();
+    }
+    uint32_t s = open_[k];
+    uint64_t pba = uint64_t(s) * o_.segment_blocks + wp_[k]++;
     l2p_[lba] = pba;
     p2l_[pba] = lba;
-    ++live_[open_[st]];
+    written_[pba] = t;
+    time_sum_[s] += t;
+    ++live_[s];
   }
 
   double Score(uint32_t s) const {
@@ -69,52 +149,90 @@ class Model {
     return (1 - u) * double(user_ - sealed_at_[s] + 1) / (1 + u);
   }
 
-  void Clean() {
+  void Checkpoint() {
+    ++checkpoints_;
+    sealed_since_ckpt_ = 0;
+  }
+
+  // Best victim, among the segments the gate lets through (all if
+  // `gated` is false).
+  uint32_t PickVictim(bool gated, double* score_out) const {
     uint32_t victim = UINT32_MAX;
     double best = 0;
     for (uint32_t s = 0; s < o_.segment_count; ++s) {
       if (!full_[s] || live_[s] == o_.segment_blocks) continue;
+      if (gated && sealed_ckpt_[s] + 2 > checkpoints_) continue;
       double score = Score(s);
       if (victim == UINT32_MAX || score > best) {
         victim = s;
         best = score;
       }
     }
+    *score_out = best;
+    return victim;
+  }
+
+  void Clean() {
+    double best = 0;
+    uint32_t victim = PickVictim(o_.checkpoint_segments > 0, &best);
+    if (o_.checkpoint_segments > 0) {
+      double best_any = 0;
+      uint32_t any = PickVictim(false, &best_any);
+      // Scores are "higher is better"; greedy's are negative live counts.
+      bool better = victim == UINT32_MAX ||
+                    (o_.policy == VictimPolicy::kGreedy ? live_[any] * 2 < live_[victim]
+                                                        : best_any > 2 * best);
+      if (any != victim && better) {
+        Checkpoint();
+        Checkpoint();
+        victim = any;
+      }
+    }
     assert(victim != UINT32_MAX);
     full_[victim] = false;
+    if (hot_[victim]) placement_.HotSegmentReclaimed(user_ - opened_at_[victim]);
     uint64_t first = uint64_t(victim) * o_.segment_blocks;
     for (uint64_t p = first; p < first + o_.segment_blocks; ++p) {
       if (p2l_[p] == kNone) continue;
       ++relocated_;
-      Place(p2l_[p], 1);
+      Place(p2l_[p], RelocSlot(p), written_[p]);
     }
     free_.push_back(victim);
     ++cleaned_;
   }
 
   const GreedyOptions& o_;
+  const uint64_t hot_blocks_;
+  gc::Placement placement_;
+  gc::SeparationMeter meter_;
   std::vector<uint64_t> l2p_, p2l_;
+  std::vector<uint64_t> written_;  // per PBA: user write count when written
   std::vector<uint32_t> live_;
-  std::vector<uint64_t> sealed_at_;  // user writes when the segment filled
+  std::vector<uint64_t> opened_at_, sealed_at_;  // user writes at open / seal
+  std::vector<uint64_t> time_sum_;               // sum of written_ per segment
+  std::vector<bool> hot_;                        // written through the hot slot
   std::vector<bool> full_;
+  std::vector<uint64_t> sealed_ckpt_;  // checkpoints taken before it was sealed
+  uint64_t checkpoints_ = 0;
+  uint32_t sealed_since_ckpt_ = 0;
   std::vector<uint32_t> free_;
-  uint32_t open_[2] = {0, 0};
-  uint32_t wp_[2] = {0, 0};
+  uint32_t open_[gc::kSlotCount] = {kClosed, kClosed, kClosed, kClosed};
+  uint32_t wp_[gc::kSlotCount] = {0, 0, 0, 0};
   uint64_t user_ = 0, relocated_ = 0, cleaned_ = 0;
 };
 
 }  // namespace
 
 GreedyResult RunGreedy(const GreedyOptions& opts) {
-  Model m(opts);
-  for (uint64_t lba = 0; lba < opts.volume_blocks; ++lba) m.Write(lba);
   LbaPicker pick(opts.volume_blocks, opts.workload, opts.seed);
+  Model m(opts, pick.hot_blocks());
+  for (uint64_t lba = 0; lba < opts.volume_blocks; ++lba) m.Write(lba);
   auto n_warm = uint64_t(opts.warmup * double(opts.volume_blocks));
   for (uint64_t i = 0; i < n_warm; ++i) m.Write(pick.Next());
-  uint64_t u0 = m.user(), r0 = m.relocated(), c0 = m.cleaned();
+  uint64_t u0 = m.user(), r0 = m.relocated(), c0 = m.cleaned(), k0 = m.checkpoints();
   auto n_meas = uint64_t(opts.measure * double(opts.volume_blocks));
   for (uint64_t i = 0; i < n_meas; ++i) m.Write(pick.Next());
-  return {m.user() - u0, m.relocated() - r0, m.cleaned() - c0};
+  return {m.user() - u0, m.relocated() - r0, m.cleaned() - c0, m.checkpoints() - k0};
 }
 
 }  // namespace ftl::bench

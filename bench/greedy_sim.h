@@ -5,8 +5,9 @@
 // by default one append stream shared by user writes and relocations (no
 // hot/cold separation), no headers, no checkpoints, victim = full segment
 // with the fewest live blocks. Options turn it into a model of ftld's own
-// policy (cost-benefit victims, a separate relocation stream, a larger free
-// reserve) to tell policy effects from implementation ones.
+// policy (cost-benefit victims, a separate relocation stream or ftld's
+// temperature placement, a larger free reserve) to tell policy effects from
+// implementation ones. The clock is the count of user writes.
 // Single-threaded; not part of the engine.
 
 #include <cstdint>
@@ -25,6 +26,17 @@ enum class VictimPolicy {
   kCostBenefit,  // gc/victim_policy.h: max (1 - u) * age / (1 + u)
 };
 
+enum class Streams {
+  kOne,          // user writes and relocations share one open segment
+  kUserGc,       // relocations in their own open segment
+  kTemperature,  // gc/placement.h with its SeparationMeter: hot / cold
+                 // user / relocation / hot relocation slots; batches of 32
+                 // user writes for the passive probe (as wa_bench writes)
+  kOracle,       // hot / cold user / relocation / hot relocation slots by
+                 // each block's true class (the workload's hot set): the
+                 // best any two-class placement can do
+};
+
 struct GreedyOptions {
   uint32_t segment_count = 0;
   uint32_t segment_blocks = 0;
@@ -32,8 +44,13 @@ struct GreedyOptions {
   // Free segments kept in reserve for relocation (1 is the minimum).
   uint32_t reserve_segments = 1;
   VictimPolicy policy = VictimPolicy::kGreedy;
-  // Relocations append to their own open segment (ftld's user / GC streams).
-  bool separate_relocation = false;
+  Streams streams = Streams::kOne;
+  // ftld's checkpoint gate (gc/victim_policy.h): a checkpoint after every
+  // `checkpoint_segments` sealed segments (0: no gate), and a segment may be
+  // cleaned only once two checkpoints were taken after it was sealed; when
+  // the gate hides a victim twice as good as the best eligible one, two
+  // checkpoints are taken at once (as ftld's cleaner does).
+  uint32_t checkpoint_segments = 0;
   Workload workload;
   // Random overwrites after the sequential fill, in volume sizes: `warmup`
   // are not counted, `measure` are.
@@ -46,13 +63,14 @@ struct GreedyResult {
   uint64_t user_blocks = 0;      // measured phase only
   uint64_t relocated_blocks = 0;
   uint64_t segments_cleaned = 0;
+  uint64_t checkpoints = 0;
   double write_amplification() const {
     return user_blocks ? double(user_blocks + relocated_blocks) / double(user_blocks) : 0;
   }
 };
 
 // Runs the model. REQUIRES: volume_blocks fits the segments minus the
-// reserve and one open segment.
+// reserve and the open segments.
 GreedyResult RunGreedy(const GreedyOptions& opts);
 
 }  // namespace ftl::bench

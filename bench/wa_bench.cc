@@ -69,10 +69,11 @@ double IssueGreedy(double fill) {
   return 6.27;
 }
 
-// The engine's cleaner starts below this many free segments
-// (core/pool_impl.cc StartThreads); the model runs a second time with that
-// reserve to separate the victim policy from the reserve it keeps.
-uint32_t EngineLowWatermark(uint32_t segments) { return std::max<uint32_t>(6, segments / 20); }
+// Free segments the engine holds on average in these runs (its cleaner
+// cleans from below critical + 2 + n/256 up to 2 + n/512 more;
+// core/pool_impl.cc StartThreads); the models of ftld's policies keep this
+// many free.
+constexpr uint32_t kEngineFreeAvg = 4;
 
 // Writes `n` times at the block `next()` returns; false if the engine
 // stalled.
@@ -236,9 +237,11 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     }
 
     // Reference: plain greedy, one stream, minimal reserve. Then models of
-    // ftld's choices: the cleaner's reserve (low watermark), and its policy
-    // (cost-benefit victims, relocations in their own stream) with the
-    // minimal reserve the writer keeps (2) and with the low watermark.
+    // ftld's policies with the engine's average free segments: cost-benefit
+    // victims with relocations in their own stream (before issue 2's
+    // placement work), with temperature placement (gc/placement.h, what the
+    // engine does), and with perfect two-class separation (the best any
+    // hot/cold placement can do on this workload).
     GreedyOptions go;
     go.segment_count = o.geo.segment_count;
     go.segment_blocks = o.geo.segment_blocks;
@@ -247,22 +250,22 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     go.warmup = z.warmup;
     go.measure = z.measure;
     const double greedy = RunGreedy(go).write_amplification();
-    const uint32_t lw = EngineLowWatermark(o.geo.segment_count);
-    go.reserve_segments = lw;
-    const double greedy_rsv = RunGreedy(go).write_amplification();
+    go.reserve_segments = kEngineFreeAvg;
     go.policy = VictimPolicy::kCostBenefit;
-    go.separate_relocation = true;
-    const double cb_rsv = RunGreedy(go).write_amplification();
-    go.reserve_segments = 2;
-    const double cb_2 = RunGreedy(go).write_amplification();
+    go.streams = Streams::kUserGc;
+    const double cb_sep = RunGreedy(go).write_amplification();
+    go.streams = Streams::kTemperature;
+    const double cb_temp = RunGreedy(go).write_amplification();
+    go.streams = Streams::kOracle;
+    const double cb_oracle = c.hot ? RunGreedy(go).write_amplification() : cb_sep;
     state.counters["greedy"] = greedy;
-    state.counters["greedy_rsv"] = greedy_rsv;
-    state.counters["cb_sep_2"] = cb_2;
-    state.counters["cb_sep_rsv"] = cb_rsv;
+    state.counters["cb_sep"] = cb_sep;
+    state.counters["cb_temp"] = cb_temp;
+    state.counters["cb_oracle"] = cb_oracle;
     const std::string models = absl::StrFormat(
-        "models: greedy %.2f, greedy keeping %d free %.2f, cost-benefit+2 streams keeping 2 "
-        "free %.2f / %d free %.2f",
-        greedy, lw, greedy_rsv, cb_2, lw, cb_rsv);
+        "models: greedy %.2f; keeping %d free, cost-benefit with user/relocation streams %.2f, "
+        "with temperature placement %.2f, with perfect hot/cold separation %.2f",
+        greedy, kEngineFreeAvg, cb_sep, cb_temp, cb_oracle);
 
     Result r{"write amplification", name, 0, "", "", true, ""};
     if (!c.hot) {
@@ -298,13 +301,21 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     state.counters["ckpts"] = double(s1.checkpoint_count - s0.checkpoint_count);
     state.counters["user_MiBps"] = user / kMiB / o.seconds;
     state.counters["free_avg"] = o.free_avg;
+    const double hot_user =
+        double(s1.user_hot_write_bytes - s0.user_hot_write_bytes) / std::max(user, 1.0);
+    const double hot_reloc =
+        double(s1.gc_hot_relocated_bytes - s0.gc_hot_relocated_bytes) / std::max(reloc, 1.0);
+    state.counters["hot_user"] = hot_user;
+    state.counters["hot_reloc"] = hot_reloc;
 
     note += absl::StrFormat(
                 "1 + gc %.3f + ckpt %.3f + hdr/sb %.3f; victims %.0f%% live; free segments "
-                "%.1f avg (%d-%d); %.0f MiB/s; ",
+                "%.1f avg (%d-%d); %.0f MiB/s; hot slot: %.0f%% of user, %.0f%% of relocated "
+                "blocks; ",
                 reloc / user, ckpt / user, other / user,
                 cleaned ? 100 * reloc / kBlockSize / double(cleaned) / o.geo.segment_blocks : 0,
-                o.free_avg, o.free_min, o.free_max, user / kMiB / o.seconds) +
+                o.free_avg, o.free_min, o.free_max, user / kMiB / o.seconds, 100 * hot_user,
+                100 * hot_reloc) +
             models;
     if (o.check_problems) note += absl::StrFormat("; Pool::Check: %d problems", o.check_problems);
     r.value = wa;

@@ -20,6 +20,9 @@ class LbaPicker {
                         : 0),
         rng_(seed) {}
 
+  // The hot set is [0, hot_blocks()).
+  uint64_t hot_blocks() const { return hot_blocks_; }
+
   uint64_t Next() {
     if (hot_blocks_ == 0) return Below(blocks_);
     if (Unit() < hot_p_) return Below(hot_blocks_);

@@ -106,6 +106,12 @@ struct PoolStats {
   uint64_t media_write_bytes = 0;   // everything written to the Media
   double write_amplification = 0;   // media / user
   uint64_t gc_relocated_bytes = 0;
+  // Hot/cold placement (docs/decisions.md): user bytes and relocated bytes
+  // written to the hot segment, and the mean lifespan (in record seqs) of
+  // recently cleaned hot segments, the yardstick for "hot" (0: none yet).
+  uint64_t user_hot_write_bytes = 0;
+  uint64_t gc_hot_relocated_bytes = 0;
+  uint64_t hot_lifespan_seqs = 0;
   uint64_t gc_segments_cleaned = 0;
   uint64_t checkpoint_count = 0;
   uint64_t checkpoint_bytes = 0;

@@ -119,11 +119,16 @@ absl::StatusOr<uint32_t> PoolImpl::RunCleaner(uint32_t min_free_segments) {
 absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
   auto& segs = state_->segments();
   uint32_t wp;
+  bool from_hot;
+  const uint64_t now = last_written_seq_ + 1;
   {
     absl::MutexLock l(&map_mu_);
     if (segs.at(seg).state != log::SegmentState::kFull) return 0;
     segs.SetState(seg, log::SegmentState::kCleaning);
     wp = segs.at(seg).write_ptr;
+    from_hot = segs.at(seg).hot;
+    // The lifespan of hot segments is what tells hot blocks from cold ones.
+    if (from_hot) placement_.HotSegmentReclaimed(now - segs.at(seg).opened_seq);
     // Nothing live (a full segment never gains live blocks): no need to
     // read it. Its notes are older than the checkpoint gate (Candidates).
     if (segs.at(seg).live == 0) {
@@ -182,37 +187,50 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     }
   }
 
-  // Relocate in chunks; data is gathered into one buffer per chunk.
+  // Each live block goes to the slot placement chooses.
+  std::vector<size_t> order[gc::kSlotCount];
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    for (size_t k = 0; k < live.size(); ++k)
+      order[int(placement_.ForRelocation(from_hot, live[k].data_seq, now))].push_back(k);
+  }
+
+  // Relocate in chunks of one slot; data is gathered into one buffer per chunk.
   struct Pending {
     AlignedBuffer data;
     absl::Notification done;
     absl::Status status;
   };
   std::vector<std::unique_ptr<Pending>> pending;
-  for (size_t at = 0; at < live.size(); at += kRelocChunkBlocks) {
-    size_t n = std::min<size_t>(kRelocChunkBlocks, live.size() - at);
-    auto pd = std::make_unique<Pending>();
-    pd->data = AlignedBuffer(n * kBlockSize);
-    for (size_t k = 0; k < n; ++k) {
-      std::memcpy(pd->data.data() + k * kBlockSize, buf.data() + size_t(offsets[at + k]) * kBlockSize,
-                  kBlockSize);
+  for (int slot = 0; slot < gc::kSlotCount; ++slot) {
+    const std::vector<size_t>& ks = order[slot];
+    for (size_t at = 0; at < ks.size(); at += kRelocChunkBlocks) {
+      size_t n = std::min<size_t>(kRelocChunkBlocks, ks.size() - at);
+      auto pd = std::make_unique<Pending>();
+      pd->data = AlignedBuffer(n * kBlockSize);
+      auto* r = new Request;
+      r->stream = log::Stream::kRelocation;
+      r->slot = gc::Slot(slot);
+      r->splittable = true;  // each block's relocation stands alone
+      ReqOp op;
+      op.type = log::OpType::kReloc;
+      op.count = Bno(n);
+      op.data = pd->data.data();
+      for (size_t j = 0; j < n; ++j) {
+        size_t k = ks[at + j];
+        std::memcpy(pd->data.data() + j * kBlockSize, buf.data() + size_t(offsets[k]) * kBlockSize,
+                    kBlockSize);
+        op.reloc.push_back(live[k]);
+      }
+      r->ops.push_back(std::move(op));
+      Pending* raw = pd.get();
+      r->done = [raw](absl::Status s) {
+        raw->status = s;
+        raw->done.Notify();
+      };
+      pending.push_back(std::move(pd));
+      Submit(r);
     }
-    auto* r = new Request;
-    r->stream = log::Stream::kRelocation;
-    r->splittable = true;  // each block's relocation stands alone
-    ReqOp op;
-    op.type = log::OpType::kReloc;
-    op.count = Bno(n);
-    op.data = pd->data.data();
-    op.reloc.assign(live.begin() + at, live.begin() + at + n);
-    r->ops.push_back(std::move(op));
-    Pending* raw = pd.get();
-    r->done = [raw](absl::Status s) {
-      raw->status = s;
-      raw->done.Notify();
-    };
-    pending.push_back(std::move(pd));
-    Submit(r);
   }
   for (auto& pd : pending) {
     pd->done.WaitForNotification();

@@ -136,7 +136,8 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     if (si.state == log::SegmentState::kOpen) ++open;
     rep.live_blocks += si.live;
   }
-  if (open > 2) problem(absl::StrFormat("%d segments open (at most 2 streams)", open));
+  if (open > gc::kSlotCount)
+    problem(absl::StrFormat("%d segments open (at most %d slots)", open, gc::kSlotCount));
   if (segs.live_blocks() != rep.live_blocks) problem("total live count disagrees with segments");
   if (verify_data) {
     // Every record header in the used part of every segment must verify.

@@ -103,6 +103,8 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
     switch (op.type) {
       case log::OpType::kWrite:
         ApplyWrite(op.write, data, h.seq, mode);
+        si.data_seq_sum += h.seq * op.write.vba.size();
+        si.data_count += uint32_t(op.write.vba.size());
         break;
       case log::OpType::kTrim:
         if (VolumeMeta* v = volume(op.trim.vol); v && !v->is_snapshot()) {
@@ -112,6 +114,8 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
         break;
       case log::OpType::kReloc:
         ApplyReloc(op.reloc, data, mode);
+        for (const log::RelocBlock& b : op.reloc.blocks) si.data_seq_sum += b.data_seq;
+        si.data_count += uint32_t(op.reloc.blocks.size());
         break;
       default:
         ApplyNote(op, h.seq);

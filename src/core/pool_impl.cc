@@ -244,6 +244,38 @@ void PoolImpl::DropScratch() {
   }
 }
 
+void PoolImpl::SealHotSegments() {
+  absl::MutexLock l(&map_mu_);
+  for (gc::Slot slot : {gc::Slot::kHot, gc::Slot::kHotGc}) {
+    uint32_t& seg = open_seg_[int(slot)];
+    if (seg == UINT32_MAX) continue;
+    auto& si = state_->segments().at(seg);
+    state_->segments().SetState(seg, log::SegmentState::kFull);
+    si.sealed_seq = si.max_seq;
+    seg = UINT32_MAX;
+  }
+}
+
+void PoolImpl::AdoptOpenSegments() {
+  // Resume appending to the segments that were open. The media keep only
+  // the stream (user / relocation), not the slot: a user segment resumes
+  // as the cold slot, a relocation segment as the relocation slot, and a
+  // second open segment of either (a hot one) is sealed.
+  auto& segs = state_->segments();
+  for (uint32_t s = 0; s < segs.count(); ++s) {
+    auto& si = segs.at(s);
+    if (si.state != log::SegmentState::kOpen) continue;
+    gc::Slot slot = si.stream == log::Stream::kUser ? gc::Slot::kCold : gc::Slot::kGc;
+    if (open_seg_[int(slot)] == UINT32_MAX) {
+      open_seg_[int(slot)] = s;
+      si.opened_seq = si.max_seq;
+    } else {
+      segs.SetState(s, log::SegmentState::kFull);
+      si.sealed_seq = si.max_seq;
+    }
+  }
+}
+
 absl::Status PoolImpl::LoadCheckpointOrRebuild() {
   auto log = util::Logger("core");
   int order[2] = {sb_.newest_slot, 1 - sb_.newest_slot};
@@ -274,11 +306,7 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
     }
     next_seq_ = loaded->next_seq;
     if (sb_.clean && slot == sb_.newest_slot) {
-      // Resume appending to the segments that were open.
-      for (uint32_t s = 0; s < sb_.segment_count; ++s) {
-        const auto& si2 = state_->segments().at(s);
-        if (si2.state == log::SegmentState::kOpen) open_seg_[int(si2.stream)] = s;
-      }
+      AdoptOpenSegments();
       open_report_ = absl::StrCat("clean open from checkpoint (next seq ", next_seq_, ")");
     } else {
       if (absl::Status s = RollForward(loaded->next_seq); !s.ok()) return s;
@@ -500,6 +528,7 @@ absl::Status PoolImpl::Close() {
                                {"checkpoint",
                                 [&] {
                                   absl::MutexLock role(&commit_mu_);
+                                  SealHotSegments();
                                   return DoCheckpoint();
                                 }},
                                {"mark clean",
@@ -719,6 +748,8 @@ PoolStats PoolImpl::Stats() const {
   s.media_write_bytes = media_bytes_;
   s.write_amplification = s.user_write_bytes ? double(s.media_write_bytes) / double(s.user_write_bytes) : 0;
   s.gc_relocated_bytes = reloc_bytes_;
+  s.user_hot_write_bytes = user_hot_bytes_;
+  s.gc_hot_relocated_bytes = reloc_hot_bytes_;
   s.gc_segments_cleaned = cleaner_ ? cleaner_->segments_cleaned() : 0;
   s.checkpoint_count = ckpt_count_;
   s.checkpoint_bytes = ckpt_bytes_;
@@ -730,6 +761,7 @@ PoolStats PoolImpl::Stats() const {
     s.free_bytes = uint64_t(segs.free_count()) * geo_.segment_blocks * kBlockSize;
     s.live_bytes = segs.live_blocks() * kBlockSize;
     s.map_memory_bytes = state_->memory_bytes();
+    s.hot_lifespan_seqs = placement_.hot_lifespan();
     s.mapped_blocks = state_->mapped_blocks();
   }
   s.next_seq = last_written_seq_ + 1;

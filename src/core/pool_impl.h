@@ -37,6 +37,7 @@
 #include "core/range_lock.h"
 #include "ftl/pool.h"
 #include "gc/cleaner.h"
+#include "gc/placement.h"
 #include "log/log_format.h"
 
 namespace ftl::core {
@@ -68,6 +69,9 @@ struct ReqOp {
 // A unit of group commit: all its ops land in one record (atomic).
 struct Request {
   log::Stream stream = log::Stream::kUser;
+  // The open segment it goes to (gc/placement.h). Relocations: chosen by
+  // the cleaner; user requests: by the committer (ClassifyUserBatch).
+  gc::Slot slot = gc::Slot::kCold;
   std::vector<ReqOp> ops;
   bool fua = false;
   // A part of a write larger than the atomic size: the writer may cut it at
@@ -253,16 +257,34 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // requests to it.
   void WriterLoop();
   bool EligibleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Takes the next batch: relocations first (one slot per batch), then
+  // user requests.
   bool TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // REQUIRES: commit_mu_ held and committing_ set by this thread.
   void DrainQueue();
-  void CommitBatch(std::vector<Request*>& batch, log::Stream stream);
+  // Sets the slot of each user data request by the age of the blocks it
+  // replaces (gc::Placement) and splits the batch into one batch per slot,
+  // in order. Overlapping requests, and the parts of one large write,
+  // always share a slot (records of different slots may be written in
+  // either order). Feeds meter_ and,
+  // every kMeterWindowSegments of user writes, switches separation on or
+  // off by its verdict.
+  std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);
+  void CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
   void MaybeAutoCheckpoint();
-  void WriteBatch(std::vector<Request*>& batch, log::Stream stream);
-  // Makes sure the stream's open segment has `blocks` free; false if no
-  // segment can be had now.
-  bool EnsureRoom(log::Stream stream, uint32_t blocks);
+  void WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
+  // Makes sure the slot's open segment has `blocks` free; false if no
+  // segment can be had now (user writes leave the writer's reserve to the
+  // cleaner).
+  bool EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks);
+  // Open segments after a clean open: each takes the slot of its stream;
+  // a second one of a stream is sealed.
+  void AdoptOpenSegments();
+  // At close: seals the hot slots' segments, so a clean pool has at most
+  // one open segment per stream, as before slots existed (older versions
+  // open it, and AdoptOpenSegments has a slot for each).
+  void SealHotSegments();
   // Checkpoints run in the commit role (writer thread, or after it stopped).
   // DoCheckpoint = encode + write + sync, done when it returns.
   absl::Status DoCheckpoint();
@@ -299,6 +321,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
   // The committer's scratch list of a batch's write LBAs (PrefetchWrites).
   std::vector<Bno> prefetch_lbas_ ABSL_GUARDED_BY(map_mu_);
+  // Hot/cold placement: read under map_mu_ shared, updated under map_mu_
+  // exclusive (by the cleaner when it takes a hot victim, by the committer
+  // when it switches separation on or off).
+  gc::Placement placement_;
   // Guards the catalogue part of *state_ together with map_mu_ (class
   // comment): written with both held exclusively, read with either.
   mutable absl::Mutex tree_meta_mu_;
@@ -334,11 +360,15 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Committer state: guarded by commit_mu_ (held by the writer thread or an
   // inline committer). Lock order: commit_mu_ before queue_mu_ / map_mu_.
   absl::Mutex commit_mu_;
-  uint32_t open_seg_[2] = {UINT32_MAX, UINT32_MAX};
+  uint32_t open_seg_[gc::kSlotCount] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
   uint32_t open_cursor_ = 0;
   AlignedBuffer record_buf_;
   uint64_t next_seq_ = 1;
   uint32_t sealed_since_ckpt_ = 0;
+  // Placement bookkeeping of the committer (ClassifyUserBatch).
+  gc::SeparationMeter meter_;
+  uint64_t user_batches_ = 0;
+  uint64_t window_blocks_ = 0;
   std::chrono::steady_clock::time_point last_ckpt_;
   uint64_t last_ckpt_seq_ = 0;
 
@@ -362,6 +392,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   // Counters.
   std::atomic<uint64_t> user_bytes_{0}, media_bytes_{0}, reloc_bytes_{0};
+  std::atomic<uint64_t> user_hot_bytes_{0}, reloc_hot_bytes_{0};
   std::atomic<uint64_t> ckpt_count_{0}, ckpt_bytes_{0};
   friend class VolumeImpl;
 };

@@ -1,9 +1,11 @@
 // The writer thread: group commit of queued requests into records, segment
-// allocation for the user and relocation streams, periodic checkpoints.
+// allocation for the placement slots (hot / cold user writes, relocations,
+// hot relocations; gc/placement.h), periodic checkpoints.
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -16,6 +18,9 @@ namespace {
 constexpr uint32_t kGcReserveSegments = 2;
 constexpr uint32_t kMaxBatchBlocks = 1024;
 constexpr uint64_t kInlineCommitMaxBlocks = 64;
+// Whether hot/cold separation pays is judged every this many segments of
+// user writes (gc::SeparationMeter).
+constexpr uint64_t kMeterWindowSegments = 16;
 }  // namespace
 
 void PoolImpl::Submit(Request* r) { SubmitMany({r}); }
@@ -85,6 +90,7 @@ Request* PoolImpl::SplitToFit(Request* r, const std::function<bool(Bno)>& fits) 
   if (head == 0) return nullptr;
   auto* tail = new Request;
   tail->stream = r->stream;
+  tail->slot = r->slot;
   tail->fua = r->fua;
   tail->splittable = true;
   ReqOp t;
@@ -132,8 +138,8 @@ void PoolImpl::FailRequests(std::vector<Request*>& batch, const absl::Status& s)
   batch.clear();
 }
 
-bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
-  int si = int(stream);
+bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
+  int si = int(slot);
   auto& segs = state_->segments();
   if (open_seg_[si] != UINT32_MAX) {
     const auto& info = segs.at(open_seg_[si]);
@@ -163,6 +169,10 @@ bool PoolImpl::EnsureRoom(log::Stream stream, uint32_t blocks) {
       info.write_ptr = 0;
       info.max_seq = 0;
       info.sealed_seq = 0;
+      info.hot = gc::IsHot(slot);
+      info.opened_seq = next_seq_;
+      info.data_seq_sum = 0;
+      info.data_count = 0;
       open_seg_[si] = s;
       open_cursor_ = s + 1;
       opened = s;
@@ -181,9 +191,11 @@ bool PoolImpl::EligibleLocked() const {
 
 bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream) {
   std::deque<Request*>* q = nullptr;
+  bool one_slot = false;
   if (!gc_q_.empty()) {
     q = &gc_q_;
     *stream = log::Stream::kRelocation;
+    one_slot = true;
   } else if (!user_q_.empty() && (!user_blocked_ || stop_)) {
     q = &user_q_;
     *stream = log::Stream::kUser;
@@ -194,13 +206,15 @@ bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream
   uint32_t blocks = 0;
   size_t payload = 0;
   const int cls = q->front()->batch_class();
+  const gc::Slot slot = q->front()->slot;
   while (!q->empty()) {
     Request* r = q->front();
     uint32_t b = r->data_blocks();
     size_t p = r->payload_bytes();
     // Data and notes never share a record, and a catalogue change goes alone.
     if (!batch->empty() && (r->batch_class() != cls || cls == 2 || blocks + b > max_batch ||
-                            log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks))
+                            log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks ||
+                            (one_slot && r->slot != slot)))
       break;
     batch->push_back(r);
     q->pop_front();
@@ -222,11 +236,96 @@ void PoolImpl::DrainQueue() {
         return;
       }
     }
-    CommitBatch(batch, stream);
+    if (stream == log::Stream::kRelocation) {
+      CommitBatch(batch, stream, batch.front()->slot);
+    } else if (batch.front()->batch_class() != 0) {
+      CommitBatch(batch, stream, gc::Slot::kCold);  // notes: header blocks only
+    } else {
+      for (auto& part : ClassifyUserBatch(batch)) CommitBatch(part, stream, part.front()->slot);
+    }
   }
 }
 
-void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
+std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Request*>& batch) {
+  struct Range {
+    uint32_t vol;
+    Bno lo, hi;
+    size_t req;
+  };
+  std::vector<Range> ranges;
+  const uint64_t batch_no = user_batches_++;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    const auto& segs = state_->segments();
+    const auto& vbas = state_->vbas();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Request* r = batch[i];
+      r->slot = gc::Slot::kCold;
+      bool classified = false;
+      for (const ReqOp& op : r->ops) {
+        if (op.type != log::OpType::kWrite && op.type != log::OpType::kTrim) continue;
+        ranges.push_back({op.vol, op.lba, op.lba + op.count, i});
+        if (classified || op.type != log::OpType::kWrite) continue;
+        classified = true;
+        // The request is dated by the version its first block replaces.
+        std::optional<gc::OldVersion> old;
+        const VolumeMeta* v = state_->volume(op.vol);
+        Bno vba = v && op.lba < v->size_blocks ? v->tree.LookupOne(op.lba) : kNoBlock;
+        const map::VbaTable::Entry e =
+            vba != kNoBlock && vbas.InRange(vba) ? vbas.Get(vba) : map::VbaTable::Entry{};
+        if (e.refs > 0 && e.pba != kNoBlock) {
+          const auto& si = segs.at(segs.SegmentOf(e.pba));
+          old = gc::OldVersion{si.mean_data_seq(), si.hot};
+          meter_.NoteOverwrite(si.hot);
+        }
+        r->slot = placement_.ForUserWrite(old, next_seq_);
+        if (r->slot == gc::Slot::kHot && !placement_.HotSlotOpen(batch_no)) r->slot = gc::Slot::kCold;
+      }
+      window_blocks_ += r->data_blocks();
+    }
+  }
+  if (window_blocks_ >= kMeterWindowSegments * uint64_t(geo_.segment_blocks)) {
+    window_blocks_ = 0;
+    absl::MutexLock l(&map_mu_);
+    const auto& segs = state_->segments();
+    uint64_t live_hot = 0, live_other = 0;
+    for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
+    if (auto pays = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*pays);
+  }
+  // The parts of a write larger than the atomic size must reach the log in
+  // order (a crash keeps a prefix of its blocks): a part continuing the
+  // previous request takes its slot.
+  for (size_t i = 1; i < batch.size(); ++i) {
+    const Request* a = batch[i - 1];
+    Request* r = batch[i];
+    if (a->splittable && r->splittable && !a->ops.empty() && !r->ops.empty() &&
+        a->ops[0].vol == r->ops[0].vol && a->ops[0].lba + a->ops[0].count == r->ops[0].lba)
+      r->slot = a->slot;
+  }
+  // Records of different slots may reach the log in either order, so
+  // requests that overlap must share one: if any do not, the whole batch
+  // takes the first request's slot.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return std::tie(a.vol, a.lo) < std::tie(b.vol, b.lo);
+  });
+  bool mixed = false;
+  for (size_t i = 1; i < ranges.size() && !mixed; ++i) {
+    Bno hi = ranges[i - 1].hi;
+    for (size_t k = i; k < ranges.size() && ranges[k].vol == ranges[i - 1].vol &&
+                       ranges[k].lo < hi && !mixed;
+         ++k)
+      mixed = batch[ranges[k].req]->slot != batch[ranges[i - 1].req]->slot;
+  }
+  if (mixed)
+    for (Request* r : batch) r->slot = batch.front()->slot;
+  std::vector<std::vector<Request*>> parts(gc::kSlotCount);
+  for (Request* r : batch) parts[int(r->slot)].push_back(r);
+  std::erase_if(parts, [](const auto& p) { return p.empty(); });
+  batch.clear();
+  return parts;
+}
+
+void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
     // Keep the prefix that fits the open segment; if none does, move on
     // to a fresh segment.
     auto need = [](const std::vector<Request*>& b, size_t n) {
@@ -238,7 +337,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
       }
       return blocks + log::HeaderBlocksFor(payload);
     };
-    int si = int(stream);
+    int si = int(slot);
     auto fitting = [&]() -> size_t {
       if (open_seg_[si] == UINT32_MAX) return 0;
       uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
@@ -269,7 +368,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
       }
     }
     if (fit == 0) {
-      if (!EnsureRoom(stream, need(batch, 1))) {
+      if (!EnsureRoom(slot, stream, need(batch, 1))) {
         bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
         bool closing;
         {
@@ -298,7 +397,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream) {
       for (size_t i = batch.size(); i > fit; --i) q.push_front(batch[i - 1]);
       batch.resize(fit);
     }
-    WriteBatch(batch, stream);
+    WriteBatch(batch, stream, slot);
     batch.clear();
   }
 
@@ -347,8 +446,8 @@ void PoolImpl::WriterLoop() {
   }
 }
 
-void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
-  uint32_t seg = open_seg_[int(stream)];
+void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
+  uint32_t seg = open_seg_[int(slot)];
   log::RecordHeader h;
   h.seq = next_seq_;
   h.durable_seq = durable_seq_;
@@ -495,6 +594,10 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
   NoteIo();
   user_bytes_ += user_blocks * kBlockSize;
   reloc_bytes_ += reloc_blocks * kBlockSize;
+  if (gc::IsHot(slot)) {
+    user_hot_bytes_ += user_blocks * kBlockSize;
+    reloc_hot_bytes_ += reloc_blocks * kBlockSize;
+  }
   ++next_seq_;
   {
     // A catalogue note changes what range operations check under
@@ -507,7 +610,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream) {
     if (geo_.segment_blocks - info.write_ptr < 2) {
       state_->segments().SetState(seg, log::SegmentState::kFull);
       info.sealed_seq = h.seq;
-      open_seg_[int(stream)] = UINT32_MAX;
+      open_seg_[int(slot)] = UINT32_MAX;
       ++sealed_since_ckpt_;
     }
   }

@@ -48,6 +48,10 @@ void SegmentTable::ResetSegment(uint32_t seg) {
   s.write_ptr = 0;
   s.max_seq = 0;
   s.sealed_seq = 0;
+  s.hot = false;
+  s.opened_seq = 0;
+  s.data_seq_sum = 0;
+  s.data_count = 0;
 }
 
 void SegmentTable::SetState(uint32_t seg, SegmentState st) {

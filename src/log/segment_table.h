@@ -24,6 +24,15 @@ struct SegmentInfo {
   uint64_t max_seq = 0;     // highest record seq written into it (0: none)
   uint64_t sealed_seq = 0;  // seq when it became full (its age for the cleaner)
   bool discarded = false;   // free and already discarded (trim / punch hole)
+  // In memory only (not in checkpoints; after a restart segments from the
+  // checkpoint count as cold and are dated by max_seq), for placement
+  // (gc/placement.h):
+  bool hot = false;           // opened for the hot slot
+  uint64_t opened_seq = 0;    // next seq when it was opened
+  uint64_t data_seq_sum = 0;  // sum of the data seqs of the blocks written
+  uint32_t data_count = 0;    // blocks written (header blocks not counted)
+  // Mean data seq of the blocks written, or max_seq if not known.
+  uint64_t mean_data_seq() const { return data_count ? data_seq_sum / data_count : max_seq; }
 };
 
 class SegmentTable {

@@ -1,0 +1,52 @@
+#include "gc/placement.h"
+
+namespace ftl::gc {
+
+const char* SlotName(Slot s) {
+  switch (s) {
+    case Slot::kHot: return "hot";
+    case Slot::kCold: return "cold";
+    case Slot::kGc: return "gc";
+    case Slot::kHotGc: return "hot-gc";
+  }
+  return "?";
+}
+
+bool Placement::Younger(uint64_t age, uint64_t k) const {
+  if (lifespans_.empty()) return true;
+  // age < k * sum / n, without dividing.
+  return static_cast<unsigned __int128>(age) * lifespans_.size() <
+         static_cast<unsigned __int128>(sum_) * k;
+}
+
+Slot Placement::ForUserWrite(const std::optional<OldVersion>& old, uint64_t now) const {
+  if (!old) return Slot::kCold;
+  uint64_t age = now > old->written_seq ? now - old->written_seq : 0;
+  if (Younger(age, 1) || (old->in_hot && Younger(age, kStayHot))) return Slot::kHot;
+  return Slot::kCold;
+}
+
+Slot Placement::ForRelocation(bool from_hot, uint64_t data_seq, uint64_t now) const {
+  uint64_t age = now > data_seq ? now - data_seq : 0;
+  return active_ && from_hot && Younger(age, kStayHot) ? Slot::kHotGc : Slot::kGc;
+}
+
+void Placement::HotSegmentReclaimed(uint64_t lifespan) {
+  lifespans_.push_back(lifespan);
+  sum_ += lifespan;
+  if (lifespans_.size() > kWindow) {
+    sum_ -= lifespans_.front();
+    lifespans_.pop_front();
+  }
+}
+
+std::optional<bool> SeparationMeter::EndWindow(uint64_t live_hot, uint64_t live_other) {
+  uint64_t hot = hot_, other = other_;
+  hot_ = other_ = 0;
+  if (hot < kMinSamples || other < kMinSamples || live_hot == 0 || live_other == 0)
+    return std::nullopt;
+  // (hot / live_hot) >= kMinRatio * (other / live_other)
+  return double(hot) * double(live_other) >= kMinRatio * double(other) * double(live_hot);
+}
+
+}  // namespace ftl::gc
