@@ -54,6 +54,12 @@ TEST(LogFormat, RecordHeaderRoundTrip) {
   EXPECT_EQ(d->ops[1].trim.count, 12u);
   EXPECT_EQ(d->ops[2].reloc.blocks[0].data_seq, 14u);
   EXPECT_EQ(d->ops[2].reloc.blocks[0].lba, 16u);
+  EXPECT_FALSE(d->joined);
+  h.joined = true;
+  EncodeRecordHeader(h, buf);
+  d = DecodeRecordHeader(buf);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->joined);
 }
 
 TEST(LogFormat, NoteOpsRoundTrip) {

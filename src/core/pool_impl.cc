@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -384,18 +385,29 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
   uint64_t expected = from_seq, max_seen = from_seq - 1;
   size_t applied = 0;
   size_t i = 0;
+  // Whether a record after found[i] says record `seq` was durable.
+  auto said_durable = [&](size_t i, uint64_t seq) {
+    for (size_t k = i + 1; k < found.size(); ++k)
+      if (found[k].rec.header.durable_seq >= seq) return true;
+    return false;
+  };
   for (; i < found.size(); ++i) {
     const auto& h = found[i].rec.header;
     if (h.seq != expected) break;
     if (!found[i].rec.data_ok) {
       // Torn tail (not yet durable) or a damaged durable record? A later
       // record that saw it durable tells.
-      bool durable = false;
-      for (size_t k = i + 1; k < found.size(); ++k) durable |= found[k].rec.header.durable_seq >= h.seq;
-      if (!durable) break;
+      if (!said_durable(i, h.seq)) break;
       util::Logger("core")->error(
           "record seq {} has damaged data blocks but was durable; applying it (those blocks will read as errors)",
           h.seq);
+    }
+    if (h.joined) {
+      // All of a joined pair or none: its partner must be valid (or have
+      // been durable, then a damaged partner is handled as above).
+      bool partner = i + 1 < found.size() && found[i + 1].rec.header.seq == h.seq + 1 &&
+                     found[i + 1].rec.data_ok;
+      if (!partner && !said_durable(i, h.seq + 1)) break;
     }
     Bno pba = segs.FirstBlock(found[i].seg) + found[i].rec.first_block;
     state_->ApplyRecord(h, pba);
@@ -454,9 +466,23 @@ absl::Status PoolImpl::RebuildFromLog() {
             [](const FoundRecord& a, const FoundRecord& b) { return a.rec.header.seq < b.rec.header.seq; });
   uint64_t max_seen = 0;
   size_t applied = 0;
+  // A joined record whose partner is missing or torn and was never said
+  // durable is the torn tail of one atomic batch: skipped like its partner.
+  // (A partner cleaned away since is not missing: the cleaner only takes
+  // records both checkpoints cover, and those were synced.)
+  std::unordered_map<uint64_t, const FoundRecord*> by_seq;
+  uint64_t durable_max = 0;
+  for (const FoundRecord& f : found) {
+    by_seq[f.rec.header.seq] = &f;
+    if (f.rec.data_ok) durable_max = std::max(durable_max, f.rec.header.durable_seq);
+  }
   for (const FoundRecord& f : found) {
     max_seen = std::max(max_seen, f.rec.header.seq);
     if (!f.rec.data_ok) continue;
+    if (f.rec.header.joined && durable_max <= f.rec.header.seq) {
+      auto it = by_seq.find(f.rec.header.seq + 1);
+      if (it == by_seq.end() || !it->second->rec.data_ok) continue;
+    }
     state_->ApplyRecord(f.rec.header, segs.FirstBlock(f.seg) + f.rec.first_block,
                         ApplyMode::kRebuild);
     auto& si = segs.at(f.seg);

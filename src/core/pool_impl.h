@@ -91,6 +91,15 @@ struct Request {
   int batch_class() const { return note ? (barrier ? 2 : 1) : 0; }
 };
 
+// How the committer turns a batch into a record (PoolImpl::WriteBatch).
+struct RecordPlan {
+  bool joined = false;  // JOINED with the next record (log_format.h)
+  bool sync = false;    // sync the media after writing it
+  // Completions are left here instead of run (FUA then syncs only if
+  // `sync`).
+  std::vector<Request*>* acks = nullptr;
+};
+
 class VolumeImpl : public Volume {
  public:
   VolumeImpl(PoolImpl* pool, uint32_t id, std::string name, uint64_t size_blocks, bool ro)
@@ -273,7 +282,22 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);
   void CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
   void MaybeAutoCheckpoint();
-  void WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
+  // Writes the batch as one record into the slot's open segment and
+  // applies it; completes the requests (or leaves them in plan.acks).
+  // Returns the media error that made the pool read-only, if any (the
+  // batch's requests have failed then).
+  absl::Status WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot,
+                          const RecordPlan& plan = {});
+  // The parts of one user batch in different slots, written as JOINED
+  // records with consecutive seqs and completed together after the last,
+  // so a crash keeps all of the batch or none (README, crash semantics).
+  // If a part does not fit whole in its slot's open segment, or a request
+  // would be refused, the batch goes to CommitBatch unsplit instead.
+  void CommitJoined(std::vector<std::vector<Request*>>& parts, log::Stream stream);
+  // Blocks of a record holding the first n requests of b.
+  static uint32_t RecordBlocks(const std::vector<Request*>& b, size_t n);
+  // User writes and trims may go to `vol` (it exists, not a snapshot).
+  bool WritableLocked(uint32_t vol) const ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
   // Makes sure the slot's open segment has `blocks` free; false if no
   // segment can be had now (user writes leave the writer's reserve to the
   // cleaner).

@@ -241,7 +241,9 @@ void PoolImpl::DrainQueue() {
     } else if (batch.front()->batch_class() != 0) {
       CommitBatch(batch, stream, gc::Slot::kCold);  // notes: header blocks only
     } else {
-      for (auto& part : ClassifyUserBatch(batch)) CommitBatch(part, stream, part.front()->slot);
+      auto parts = ClassifyUserBatch(batch);
+      if (parts.size() == 1) CommitBatch(parts[0], stream, parts[0].front()->slot);
+      else CommitJoined(parts, stream);
     }
   }
 }
@@ -325,18 +327,77 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
   return parts;
 }
 
+uint32_t PoolImpl::RecordBlocks(const std::vector<Request*>& b, size_t n) {
+  uint32_t blocks = 0;
+  size_t payload = 0;
+  for (size_t i = 0; i < n; ++i) {
+    blocks += b[i]->data_blocks();
+    payload += b[i]->payload_bytes();
+  }
+  return blocks + log::HeaderBlocksFor(payload);
+}
+
+bool PoolImpl::WritableLocked(uint32_t vol) const {
+  const VolumeMeta* v = state_->volume(vol);
+  return v && !v->is_snapshot();
+}
+
+void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, log::Stream stream) {
+  std::optional<gc::Slot> unsplit;
+  bool fua = false;
+  {
+    absl::ReaderMutexLock l(&map_mu_);
+    for (const auto& part : parts) {
+      for (const Request* r : part) {
+        fua |= r->fua;
+        for (const ReqOp& op : r->ops)
+          if ((op.type == log::OpType::kWrite || op.type == log::OpType::kTrim) && !WritableLocked(op.vol))
+            unsplit = gc::Slot::kCold;
+      }
+    }
+  }
+  for (size_t i = 0; i < parts.size() && !unsplit; ++i) {
+    const gc::Slot slot = parts[i].front()->slot;
+    const uint32_t need = RecordBlocks(parts[i], parts[i].size());
+    uint32_t& seg = open_seg_[int(slot)];
+    // A slot without an open segment may open one (no tail is wasted);
+    // a part that does not fit the open one sends the batch there unsplit,
+    // where CommitBatch fills the segment's tail.
+    if (seg == UINT32_MAX && !EnsureRoom(slot, stream, need)) unsplit = slot;
+    else if (seg == UINT32_MAX || geo_.segment_blocks - state_->segments().at(seg).write_ptr < need)
+      unsplit = slot;
+  }
+  if (unsplit) {
+    std::vector<Request*> all;
+    for (auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+    CommitBatch(all, stream, *unsplit);
+    return;
+  }
+  std::vector<Request*> acks;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    RecordPlan plan;
+    plan.joined = i + 1 < parts.size();
+    plan.sync = fua && !plan.joined;
+    plan.acks = &acks;
+    absl::Status s = WriteBatch(parts[i], stream, parts[i].front()->slot, plan);
+    if (!s.ok()) {
+      // The pool is read-only now; recovery drops the joined records that
+      // reached the media without their partner.
+      FailRequests(acks, s);
+      for (size_t k = i + 1; k < parts.size(); ++k) FailRequests(parts[k], s);
+      return;
+    }
+  }
+  for (Request* r : acks) {
+    r->done(absl::OkStatus());
+    delete r;
+  }
+}
+
 void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
     // Keep the prefix that fits the open segment; if none does, move on
     // to a fresh segment.
-    auto need = [](const std::vector<Request*>& b, size_t n) {
-      uint32_t blocks = 0;
-      size_t payload = 0;
-      for (size_t i = 0; i < n; ++i) {
-        blocks += b[i]->data_blocks();
-        payload += b[i]->payload_bytes();
-      }
-      return blocks + log::HeaderBlocksFor(payload);
-    };
+    auto need = RecordBlocks;
     int si = int(slot);
     auto fitting = [&]() -> size_t {
       if (open_seg_[si] == UINT32_MAX) return 0;
@@ -397,7 +458,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
       for (size_t i = batch.size(); i > fit; --i) q.push_front(batch[i - 1]);
       batch.resize(fit);
     }
-    WriteBatch(batch, stream, slot);
+    (void)WriteBatch(batch, stream, slot);  // a failure has completed the batch
     batch.clear();
   }
 
@@ -446,13 +507,15 @@ void PoolImpl::WriterLoop() {
   }
 }
 
-void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
+absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot,
+                                const RecordPlan& plan) {
   uint32_t seg = open_seg_[int(slot)];
   log::RecordHeader h;
   h.seq = next_seq_;
   h.durable_seq = durable_seq_;
   h.uuid = sb_.uuid;
   h.stream = stream;
+  h.joined = plan.joined;
   bool fua = false, catalog = false;
   uint64_t user_blocks = 0, reloc_blocks = 0;
   size_t payload = 0;
@@ -496,12 +559,9 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::
           ops.push_back(std::move(o));
           continue;
         }
-        if (op.type == log::OpType::kWrite || op.type == log::OpType::kTrim) {
-          const VolumeMeta* v = state_->volume(op.vol);
-          if (!v || v->is_snapshot()) {
-            ok = absl::UnavailableError("the volume was removed");
-            break;
-          }
+        if ((op.type == log::OpType::kWrite || op.type == log::OpType::kTrim) && !WritableLocked(op.vol)) {
+          ok = absl::UnavailableError("the volume was removed");
+          break;
         }
         ops.push_back(std::move(o));
       }
@@ -549,7 +609,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::
     r->done(why);
     delete r;
   }
-  if (batch.empty()) return;
+  if (batch.empty()) return absl::OkStatus();
   uint32_t hb = log::HeaderBlocksFor(payload);
   uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
   // The committer's record buffer is reused from batch to batch.
@@ -571,7 +631,8 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::
   absl::Status s = media_->Write(MediaOffset(pba), buf);
   if (s.ok()) {
     last_written_seq_ = h.seq;
-    if (fua) s = SyncMedia();
+    // Joined records sync once, after the last of them (plan.sync).
+    if (plan.sync || (fua && !plan.acks)) s = SyncMedia();
   }
   if (!s.ok()) {
     // The record may or may not be on the media; recovery decides. The
@@ -588,7 +649,7 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::
       failed_ = failed;
     }
     FailRequests(batch, failed);
-    return;
+    return failed;
   }
   media_bytes_ += buf.size();
   NoteIo();
@@ -615,10 +676,16 @@ void PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stream, gc::
     }
   }
   if (catalog) RefreshVolumes();  // volumes or attributes changed
+  if (plan.acks) {
+    plan.acks->insert(plan.acks->end(), batch.begin(), batch.end());
+    batch.clear();
+    return absl::OkStatus();
+  }
   for (Request* r : batch) {
     r->done(absl::OkStatus());
     delete r;
   }
+  return absl::OkStatus();
 }
 
 }  // namespace ftl::core

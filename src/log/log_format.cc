@@ -290,7 +290,7 @@ void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out) {
   e.U64(h.durable_seq);
   e.Bytes(h.uuid);
   e.U8(uint8_t(h.stream));
-  e.U8(0);
+  e.U8(h.joined ? kRecordJoined : 0);
   e.U8(0);
   e.U8(0);
   e.U64(0);  // checksum placeholder at kCsumOffset
@@ -322,6 +322,7 @@ absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> heade
   auto uuid = d.Bytes(16);
   std::memcpy(h.uuid.data(), uuid.data(), 16);
   h.stream = Stream(d.U8());
+  h.joined = (d.U8() & kRecordJoined) != 0;
   if (h.header_blocks == 0 || h.header_blocks > kMaxHeaderBlocks ||
       HeaderBlocksFor(payload_len) != h.header_blocks) {
     return absl::DataLossError("bad record header size");

@@ -21,7 +21,8 @@
 //   record      := header_block{header_blocks} data_block{data_blocks}
 //   header      := magic u32 "FTLR" | version u16 | header_blocks u16
 //                  | data_blocks u32 | payload_len u32 | seq u64
-//                  | durable_seq u64 | uuid 16B | stream u8 | pad 3
+//                  | durable_seq u64 | uuid 16B | stream u8 | flags u8
+//                  | pad 2
 //                  | xxh3 u64 (of the 64-byte fixed part with this field zero,
 //                    then the payload) | pad 4 | payload (payload_len bytes)
 //                  | zeros to the end of the last header block
@@ -76,14 +77,16 @@ namespace ftl::log {
 using Bno = uint32_t;  // a block number: lba, vba or pba (16 TiB at 4 KiB)
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 2;
-// Oldest format this build opens (version 1 has no note ops 4-8; opening
-// upgrades the superblock).
+inline constexpr uint32_t kFormatVersion = 3;
+// Oldest format this build opens (version 1 has no note ops 4-8, version 2
+// no JOINED records; opening upgrades the superblock).
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr uint64_t kSuperMagic = 0x5250555344544c46ull;  // "FTLDSUPR"
 inline constexpr uint32_t kRecordMagic = 0x524c5446u;           // "FTLR"
 inline constexpr uint16_t kRecordVersion = 1;
 inline constexpr size_t kRecordFixedBytes = 64;
+// Record header flags.
+inline constexpr uint8_t kRecordJoined = 1;
 // Largest header a record may have; bounds group-commit batches.
 inline constexpr uint32_t kMaxHeaderBlocks = 8;
 
@@ -205,6 +208,8 @@ struct RecordHeader {
   uint64_t durable_seq = 0;
   Uuid uuid{};
   Stream stream = Stream::kUser;
+  // JOINED: atomic together with record seq + 1 (see the grammar).
+  bool joined = false;
   std::vector<Op> ops;
 };
 
