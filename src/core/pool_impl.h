@@ -388,6 +388,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint32_t open_cursor_ = 0;
   AlignedBuffer record_buf_;
   uint64_t next_seq_ = 1;
+  // Sealed segments since the last checkpoint, in quarters: 4 per segment
+  // sealed by user writes, 1 per segment sealed by the cleaner.
   uint32_t sealed_since_ckpt_ = 0;
   // Placement bookkeeping of the committer (ClassifyUserBatch).
   gc::SeparationMeter meter_;

@@ -155,7 +155,7 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
       segs.SetState(s, log::SegmentState::kFull);
       segs.at(s).sealed_seq = next_seq_ - 1;
       open_seg_[si] = UINT32_MAX;
-      ++sealed_since_ckpt_;
+      sealed_since_ckpt_ += stream == log::Stream::kUser ? 4 : 1;
     }
     if (segs.free_count() <= reserve) return false;
     // Round-robin from a cursor spreads writes over the device.
@@ -464,11 +464,13 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
 
 void PoolImpl::MaybeAutoCheckpoint() {
   // Checkpoints keep recovery short and let the cleaner take older
-  // segments (victim_policy.h: the gate).
+  // segments (victim_policy.h: the gate). sealed_since_ckpt_ counts a
+  // segment sealed by user writes as 4, by the cleaner as 1
+  // (docs/decisions.md: checkpoints stay a small share of user writes).
   bool due = ckpt_interval_.count() > 0 && next_seq_ != last_ckpt_seq_ &&
              std::chrono::steady_clock::now() - last_ckpt_ >= ckpt_interval_;
   if (auto_checkpoint_ &&
-      (due || sealed_since_ckpt_ >= std::max<uint32_t>(4, geo_.segment_count / 8))) {
+      (due || sealed_since_ckpt_ >= 4 * std::max<uint32_t>(4, geo_.segment_count / 8))) {
     StartAutoCheckpoint();
   }
 }
@@ -672,7 +674,7 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
       state_->segments().SetState(seg, log::SegmentState::kFull);
       info.sealed_seq = h.seq;
       open_seg_[int(slot)] = UINT32_MAX;
-      ++sealed_since_ckpt_;
+      sealed_since_ckpt_ += stream == log::Stream::kUser ? 4 : 1;
     }
   }
   if (catalog) RefreshVolumes();  // volumes or attributes changed
