@@ -292,8 +292,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // records with consecutive seqs and completed together after the last,
   // so a crash keeps all of the batch or none (README, crash semantics).
   // If a part does not fit whole in its slot's open segment, or a request
-  // would be refused, the batch goes to CommitBatch unsplit instead.
-  void CommitJoined(std::vector<std::vector<Request*>>& parts, log::Stream stream);
+  // would be refused, the batch goes to CommitBatch unsplit instead, as
+  // `issued` (the same requests in issue order).
+  void CommitJoined(std::vector<std::vector<Request*>>& parts, std::vector<Request*>& issued,
+                    log::Stream stream);
   // Blocks of a record holding the first n requests of b.
   static uint32_t RecordBlocks(const std::vector<Request*>& b, size_t n);
   // User writes and trims may go to `vol` (it exists, not a snapshot).
@@ -391,6 +393,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Sealed segments since the last checkpoint, in quarters: 4 per segment
   // sealed by user writes, 1 per segment sealed by the cleaner.
   uint32_t sealed_since_ckpt_ = 0;
+  // The user batch being classified, in issue order (DrainQueue).
+  std::vector<Request*> issue_order_;
   // Placement bookkeeping of the committer (ClassifyUserBatch).
   gc::SeparationMeter meter_;
   uint64_t user_batches_ = 0;

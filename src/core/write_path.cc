@@ -241,9 +241,10 @@ void PoolImpl::DrainQueue() {
     } else if (batch.front()->batch_class() != 0) {
       CommitBatch(batch, stream, gc::Slot::kCold);  // notes: header blocks only
     } else {
+      issue_order_ = batch;  // ClassifyUserBatch groups by slot
       auto parts = ClassifyUserBatch(batch);
       if (parts.size() == 1) CommitBatch(parts[0], stream, parts[0].front()->slot);
-      else CommitJoined(parts, stream);
+      else CommitJoined(parts, issue_order_, stream);
     }
   }
 }
@@ -342,7 +343,8 @@ bool PoolImpl::WritableLocked(uint32_t vol) const {
   return v && !v->is_snapshot();
 }
 
-void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, log::Stream stream) {
+void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vector<Request*>& issued,
+                            log::Stream stream) {
   std::optional<gc::Slot> unsplit;
   bool fua = false;
   {
@@ -368,9 +370,9 @@ void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, log::Stre
       unsplit = slot;
   }
   if (unsplit) {
-    std::vector<Request*> all;
-    for (auto& part : parts) all.insert(all.end(), part.begin(), part.end());
-    CommitBatch(all, stream, *unsplit);
+    // In issue order: CommitBatch may write a prefix of the batch now and
+    // queue the rest again.
+    CommitBatch(issued, stream, *unsplit);
     return;
   }
   std::vector<Request*> acks;
