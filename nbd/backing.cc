@@ -110,6 +110,9 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
 
   FormatOptions fopts;
   OpenOptions oopts;
+  oopts.placement = o.placement == "on"    ? OpenOptions::Placement::kOn
+                    : o.placement == "off" ? OpenOptions::Placement::kOff
+                                           : OpenOptions::Placement::kAuto;
   switch (*action) {
     case BackingAction::kCreateAndFormat:
     case BackingAction::kFormat: {

@@ -96,6 +96,12 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
                                 "' (trace, debug, info, warn, error, critical, off)"));
       }
       o.log_level = *v;
+    } else if (arg == "--placement") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "auto" && *v != "on" && *v != "off")
+        return Bad(absl::StrCat("--placement: unknown mode '", *v, "' (auto, on, off)"));
+      o.placement = *v;
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -135,6 +141,8 @@ over NBD. Runs in the foreground and logs to stderr.
   -r, --read-only      refuse writes on every export
       --control PATH   control socket (default /run/ftld/<BACKING basename>.sock)
       --log-level L    trace, debug, info (default), warn, error, critical, off
+      --placement M    hot/cold placement of writes: auto (default: while it
+                       pays), on, off
   -h, --help           this text
   -V, --version        version
 

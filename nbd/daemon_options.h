@@ -2,7 +2,7 @@
 // The ftld command line (the contract of issue 3):
 //   ftld [--size SIZE] [--format [--force]] [--bind ADDR] [--port N]
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
-//        [--log-level LEVEL] BACKING
+//        [--log-level LEVEL] [--placement auto|on|off] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -30,6 +30,7 @@ struct DaemonOptions {
   bool read_only = false;
   std::string control;  // default: DefaultControlPath(backing)
   std::string log_level = "info";
+  std::string placement = "auto";  // OpenOptions::placement
   bool help = false;
   bool version = false;
 

@@ -192,11 +192,10 @@ struct Worker {
   }
 };
 
-TEST(CrashTest, RandomCrashPointsAgainstModel) {
-  int iterations = 1000;
-  if (const char* e = std::getenv("FTL_CRASH_ITERATIONS")) iterations = std::atoi(e);
+void RunRandomCrashes(int iterations, OpenOptions::Placement placement) {
   auto fault = std::make_shared<FaultMedia>(24 << 20);
   auto open = testing::QuietOpen(true);
+  open.placement = placement;
   auto formatted = Pool::Format(fault, testing::SmallFormat(256 << 10), open);
   ASSERT_TRUE(formatted.ok()) << formatted.status();
   std::unique_ptr<Pool> pool = std::move(*formatted);
@@ -241,6 +240,21 @@ TEST(CrashTest, RandomCrashPointsAgainstModel) {
               iterations, total_ops, total_discarded_units, rebuilt, total_cleaned);
   EXPECT_GT(total_ops, size_t(iterations));
   EXPECT_GT(total_cleaned, 0u) << "the cleaner never ran under crashes";
+}
+
+int Iterations(int dflt) {
+  const char* e = std::getenv("FTL_CRASH_ITERATIONS");
+  return e ? std::atoi(e) : dflt;
+}
+
+TEST(CrashTest, RandomCrashPointsAgainstModel) {
+  RunRandomCrashes(Iterations(1000), OpenOptions::Placement::kAuto);
+}
+
+// Placement always on: most group-committed batches are split into joined
+// records, so crash points fall between them far more often.
+TEST(CrashTest, RandomCrashPointsWithPlacementOn) {
+  RunRandomCrashes(Iterations(1000) / 2, OpenOptions::Placement::kOn);
 }
 
 }  // namespace

@@ -70,6 +70,11 @@ struct OpenOptions {
   // Inspect only: recovery runs in memory, nothing is written to the media,
   // volumes are read-only and no threads start (ftl-tool).
   bool read_only = false;
+  // Hot/cold placement of user writes (README, "Cleaning and placement"):
+  // kAuto separates while a meter says it pays; kOn always separates, kOff
+  // never does (for workloads known to be skewed or uniform, and tests).
+  enum class Placement { kAuto, kOn, kOff };
+  Placement placement = Placement::kAuto;
 };
 
 // Result of Pool::Check: every inconsistency found, one line each.

@@ -501,6 +501,8 @@ absl::Status PoolImpl::RebuildFromLog() {
 }
 
 void PoolImpl::StartThreads(const OpenOptions& o) {
+  placement_mode_ = o.placement;
+  placement_.set_active(o.placement == OpenOptions::Placement::kOn);
   RefreshVolumes();
   if (last_ckpt_size_ == 0) {
     last_ckpt_size_ = sb_.slots[sb_.newest_slot].bytes;

@@ -395,6 +395,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint32_t sealed_since_ckpt_ = 0;
   // The user batch being classified, in issue order (DrainQueue).
   std::vector<Request*> issue_order_;
+  // OpenOptions::placement; kOn keeps placement_ active, kOff never splits.
+  OpenOptions::Placement placement_mode_ = OpenOptions::Placement::kAuto;
   // Placement bookkeeping of the committer (ClassifyUserBatch).
   gc::SeparationMeter meter_;
   uint64_t user_batches_ = 0;

@@ -255,6 +255,12 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     Bno lo, hi;
     size_t req;
   };
+  if (placement_mode_ == OpenOptions::Placement::kOff) {
+    for (Request* r : batch) r->slot = gc::Slot::kCold;
+    std::vector<std::vector<Request*>> one(1);
+    one[0].swap(batch);
+    return one;
+  }
   std::vector<Range> ranges;
   const uint64_t batch_no = user_batches_++;
   {
@@ -293,7 +299,9 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     const auto& segs = state_->segments();
     uint64_t live_hot = 0, live_other = 0;
     for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
-    if (auto pays = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*pays);
+    if (auto pays = meter_.EndWindow(live_hot, live_other);
+        pays && placement_mode_ == OpenOptions::Placement::kAuto)
+      placement_.set_active(*pays);
   }
   // The parts of a write larger than the atomic size must reach the log in
   // order (a crash keeps a prefix of its blocks): a part continuing the
