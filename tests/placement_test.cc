@@ -82,6 +82,10 @@ TEST(SeparationMeter, PaysWhenHotBlocksAreOverwrittenTwiceAsOften) {
   for (int i = 0; i < 10; ++i) m.NoteOverwrite(true);
   for (int i = 0; i < 500; ++i) m.NoteOverwrite(false);
   EXPECT_EQ(m.EndWindow(1000, 9000), std::nullopt);
+  // ... and they carry over: 10 + 190 hot against 500 + 100 others pays.
+  for (int i = 0; i < 190; ++i) m.NoteOverwrite(true);
+  for (int i = 0; i < 100; ++i) m.NoteOverwrite(false);
+  EXPECT_EQ(m.EndWindow(1000, 9000), std::optional<bool>(true));
 }
 
 TEST(Placement, LifespanIsTheMeanOfTheLastWindow) {

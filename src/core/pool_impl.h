@@ -275,11 +275,13 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Sets the slot of each user data request by the age of the blocks it
   // replaces (gc::Placement) and splits the batch into one batch per slot,
   // in order. Overlapping requests, and the parts of one large write,
-  // always share a slot (records of different slots may be written in
-  // either order). Feeds meter_ and,
-  // every kMeterWindowSegments of user writes, switches separation on or
-  // off by its verdict.
+  // always share a slot (they must keep their order; CommitJoined makes
+  // the parts one atomic unit). Batches that may not use the hot slot
+  // (passive, not a probe) stay whole without a lookup. Feeds meter_.
   std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);
+  // Every kMeterWindowSegments of user writes: asks meter_ whether
+  // separation pays and (placement auto) switches placement_ on or off.
+  void EndMeterWindowIfDue();
   void CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
   void MaybeAutoCheckpoint();
   // Writes the batch as one record into the slot's open segment and

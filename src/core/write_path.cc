@@ -261,8 +261,21 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     one[0].swap(batch);
     return one;
   }
-  std::vector<Range> ranges;
   const uint64_t batch_no = user_batches_++;
+  if (!placement_.HotSlotOpen(batch_no)) {
+    // Passive and not a probe: everything is cold, and the meter samples
+    // the probes only (the ratio it judges is the same), so the committer
+    // spends no lookup on most batches.
+    for (Request* r : batch) {
+      r->slot = gc::Slot::kCold;
+      window_blocks_ += r->data_blocks();
+    }
+    EndMeterWindowIfDue();
+    std::vector<std::vector<Request*>> one(1);
+    one[0].swap(batch);
+    return one;
+  }
+  std::vector<Range> ranges;
   {
     absl::ReaderMutexLock l(&map_mu_);
     const auto& segs = state_->segments();
@@ -293,16 +306,7 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
       window_blocks_ += r->data_blocks();
     }
   }
-  if (window_blocks_ >= kMeterWindowSegments * uint64_t(geo_.segment_blocks)) {
-    window_blocks_ = 0;
-    absl::MutexLock l(&map_mu_);
-    const auto& segs = state_->segments();
-    uint64_t live_hot = 0, live_other = 0;
-    for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
-    if (auto pays = meter_.EndWindow(live_hot, live_other);
-        pays && placement_mode_ == OpenOptions::Placement::kAuto)
-      placement_.set_active(*pays);
-  }
+  EndMeterWindowIfDue();
   // The parts of a write larger than the atomic size must reach the log in
   // order (a crash keeps a prefix of its blocks): a part continuing the
   // previous request takes its slot.
@@ -334,6 +338,18 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
   std::erase_if(parts, [](const auto& p) { return p.empty(); });
   batch.clear();
   return parts;
+}
+
+void PoolImpl::EndMeterWindowIfDue() {
+  if (window_blocks_ < kMeterWindowSegments * uint64_t(geo_.segment_blocks)) return;
+  window_blocks_ = 0;
+  absl::MutexLock l(&map_mu_);
+  const auto& segs = state_->segments();
+  uint64_t live_hot = 0, live_other = 0;
+  for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
+  if (auto pays = meter_.EndWindow(live_hot, live_other);
+      pays && placement_mode_ == OpenOptions::Placement::kAuto)
+    placement_.set_active(*pays);
 }
 
 uint32_t PoolImpl::RecordBlocks(const std::vector<Request*>& b, size_t n) {

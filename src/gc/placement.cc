@@ -42,9 +42,11 @@ void Placement::HotSegmentReclaimed(uint64_t lifespan) {
 
 std::optional<bool> SeparationMeter::EndWindow(uint64_t live_hot, uint64_t live_other) {
   uint64_t hot = hot_, other = other_;
+  // Too few samples: keep counting into the next window (the committer
+  // samples only probe batches while separation is off).
+  if (hot < kMinSamples || other < kMinSamples) return std::nullopt;
   hot_ = other_ = 0;
-  if (hot < kMinSamples || other < kMinSamples || live_hot == 0 || live_other == 0)
-    return std::nullopt;
+  if (live_hot == 0 || live_other == 0) return std::nullopt;
   // (hot / live_hot) >= kMinRatio * (other / live_other)
   return double(hot) * double(live_other) >= kMinRatio * double(other) * double(live_hot);
 }

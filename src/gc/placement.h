@@ -100,8 +100,9 @@ class SeparationMeter {
 
   // A user write replaced a version in a hot segment or elsewhere.
   void NoteOverwrite(bool in_hot) { ++(in_hot ? hot_ : other_); }
-  // Ends the window: the verdict (nullopt if too few samples) given the
-  // live blocks in hot and in other segments now.
+  // Ends the window: the verdict given the live blocks in hot and in other
+  // segments now; nullopt if too few samples (they carry over to the next
+  // window) or no live blocks on one side.
   std::optional<bool> EndWindow(uint64_t live_hot, uint64_t live_other);
 
  private:
