@@ -232,7 +232,8 @@ void RunRandomCrashes(int iterations, OpenOptions::Placement placement) {
     if (it % 100 == 99) {
       auto report = pool->Check(/*verify_data=*/true);
       ASSERT_TRUE(report.ok()) << report.status();
-      ASSERT_TRUE(report->problems.empty()) << "iteration " << it << ": " << report->problems[0];
+      ASSERT_TRUE(report->problems.empty())
+          << "iteration " << it << ": " << report->problems[0] << " (" << pool->OpenReport() << ")";
     }
   }
   std::printf("crash points: %d, ops acknowledged: %zu, units lost (unflushed): %zu, "

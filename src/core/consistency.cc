@@ -155,7 +155,11 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
       });
       rep.records += scan.records.size();
       if (scan.damaged > 0)
-        problem(absl::StrFormat("segment %d: %d damaged record header(s)", seg, scan.damaged));
+        problem(absl::StrFormat(
+            "segment %d: %d damaged record header(s), the first at block %d (state %d, stream %d, "
+            "write_ptr %d, %d valid records, max_seq %d)",
+            seg, scan.damaged, scan.first_damaged_block, int(si.state), int(si.stream), si.write_ptr,
+            scan.records.size(), si.max_seq));
     }
     AlignedBuffer buf(kBlockSize);
     for (const auto& [pba, v] : seen_pba) {

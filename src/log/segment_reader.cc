@@ -40,7 +40,7 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     if (!h.ok()) {
       scan.stop_reason = "checksum";
       if (opts.resync_after_damage) {
-        ++scan.damaged;
+        if (scan.damaged++ == 0) scan.first_damaged_block = pos;
         ++pos;  // look for the next valid header
         continue;
       }
@@ -85,7 +85,7 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     if (!ok) {
       scan.stop_reason = "data checksum";
       if (opts.resync_after_damage) {
-        ++scan.damaged;
+        if (scan.damaged++ == 0) scan.first_damaged_block = scan.records.back().first_block;
         continue;  // the header was valid: the next record follows it
       }
       break;

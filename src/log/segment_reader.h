@@ -30,8 +30,10 @@ struct SegmentScan {
   // Why the scan stopped: "end" (segment full), "no record", "checksum",
   // "sequence", "data checksum" or "read error".
   std::string stop_reason;
-  // Damaged records were skipped (resync_after_damage only).
+  // Damaged records were skipped (resync_after_damage only); the first one
+  // starts at this block.
   uint32_t damaged = 0;
+  uint32_t first_damaged_block = 0;
 };
 
 struct ScanOptions {
