@@ -99,11 +99,34 @@ Node* ExtentTree::MakeWritable(Node** slot) {
 
 namespace {
 
+// How many of a[0, n) satisfy `pred`, which holds on a prefix of them:
+// std::partition_point without data-dependent branches (the halving
+// compiles to a conditional move). Node searches run on every tree
+// descent, and on a fragmented tree a branchy search mispredicts about
+// every other step.
+template <typename T, typename Pred>
+inline int PrefixCount(const T* a, int n, Pred pred) {
+  if (n <= 0) return 0;
+  const T* base = a;
+  int len = n;
+  while (len > 1) {
+    const int half = len / 2;
+    base = pred(base[half]) ? base + half : base;
+    len -= half;
+  }
+  return int(base - a) + int(pred(*base));
+}
+
 // First entry of e[0, count) whose end is above lba (entries are sorted and
 // disjoint, so ends ascend too).
 int FirstEndingAbove(const Extent* e, int count, Bno lba) {
-  return int(std::partition_point(e, e + count, [lba](const Extent& x) { return x.end() <= lba; }) -
-             e);
+  return PrefixCount(e, count, [lba](const Extent& x) { return x.end() <= lba; });
+}
+
+// The child of `in` whose range holds lba: the last i >= 1 with
+// key[i] <= lba, else 0 (key[0] is not compared).
+int ChildFor(const Inner* in, Bno lba) {
+  return PrefixCount(in->key + 1, in->count - 1, [lba](Bno k) { return k <= lba; });
 }
 
 // Entries that continue both the LBA and the VBA run of `a` fold into it.
@@ -261,8 +284,8 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
   if (node->leaf) return AssignLeaf(static_cast<Leaf*>(node), lo, hi, vba, insert);
   Inner* in = static_cast<Inner*>(node);
   // i: child holding lo; j: last child starting below hi.
-  int i = int(std::upper_bound(in->key + 1, in->key + in->count, lo) - in->key) - 1;
-  int j = int(std::upper_bound(in->key + 1, in->key + in->count, hi - 1) - in->key) - 1;
+  int i = ChildFor(in, lo);
+  int j = ChildFor(in, hi - 1);
   struct Slot {
     Bno key;
     Node* kid;
@@ -385,8 +408,8 @@ void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
       continue;
     }
     const Inner* in = static_cast<const Inner*>(n);
-    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
-    int j = int(std::upper_bound(in->key + 1, in->key + in->count, hi - 1) - in->key) - 1;
+    int i = ChildFor(in, lba);
+    int j = ChildFor(in, hi - 1);
     for (int k = j; k >= i; --k) stack.push_back(in->kid[k]);  // leftmost popped first
   }
 }
@@ -408,7 +431,7 @@ Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
       return l->e[i].vba + (lba - l->e[i].lba);
     }
     const Inner* in = static_cast<const Inner*>(n);
-    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
+    int i = ChildFor(in, lba);
     n = in->kid[i];
   }
   return kNoBlock;
@@ -427,7 +450,7 @@ void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
         if (cur[k]->leaf) continue;
         const Inner* in = static_cast<const Inner*>(cur[k]);
         Bno lba = lbas[base + k];
-        int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
+        int i = ChildFor(in, lba);
         const Node* kid = in->kid[i];
         const char* p = reinterpret_cast<const char*>(kid);
         constexpr size_t kBytes = std::max(sizeof(Leaf), sizeof(Inner));
