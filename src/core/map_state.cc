@@ -67,7 +67,8 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
     }
   }
   if (need == 0) return;
-  std::vector<std::pair<Bno, Bno>> runs;
+  std::vector<std::pair<Bno, Bno>>& runs = alloc_runs_;
+  runs.clear();
   vbas_.Allocate(need, &runs);
   size_t r = 0;
   Bno used = 0;

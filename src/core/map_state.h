@@ -125,6 +125,9 @@ class MapState {
   std::map<uint32_t, std::unique_ptr<VolumeMeta>> volumes_;
   uint32_t next_tree_id_ = 1;
   std::vector<uint32_t> csums_;  // per physical block
+  // PlanWrite's scratch list of allocated runs (reused: no allocation per
+  // planned write).
+  std::vector<std::pair<Bno, Bno>> alloc_runs_;
   // kRebuild only: data version (seq) of each VBA's current copy.
   std::vector<uint64_t> rebuild_dv_;
 };
