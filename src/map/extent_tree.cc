@@ -267,6 +267,55 @@ void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
   }
 }
 
+void ExtentTree::MergeSmallChild(Inner* in, int i) {
+  Node* kid = in->kid[i];
+  const int cap = kid->leaf ? kLeafCap : kInnerCap;
+  if (kid->count >= cap / 4) return;
+  // Invariant: AssignIn made child i private.
+  assert(kid->refs == 1);
+  auto fits = [&](int k) {
+    return k >= 0 && k < in->count && in->kid[k]->leaf == kid->leaf && in->kid[k]->refs == 1 &&
+           in->kid[k]->count + kid->count <= cap * 3 / 4;
+  };
+  int l;
+  if (fits(i - 1)) {
+    l = i - 1;
+  } else if (fits(i + 1)) {
+    l = i;
+  } else {
+    return;
+  }
+  const int r = l + 1;
+  // Both nodes are owned only here: entries and children change nodes, no
+  // reference (VBA or node) changes hands.
+  if (kid->leaf) {
+    Leaf* a = static_cast<Leaf*>(in->kid[l]);
+    Leaf* b = static_cast<Leaf*>(in->kid[r]);
+    int n = a->count, k0 = 0;
+    if (n > 0 && b->count > 0 && Continues(a->e[n - 1], b->e[0])) {
+      a->e[n - 1].len += b->e[0].len;
+      k0 = 1;
+    }
+    std::copy(b->e + k0, b->e + b->count, a->e + n);
+    a->count = uint16_t(n + b->count - k0);
+    --ctx_->leaves;
+    delete b;
+  } else {
+    Inner* a = static_cast<Inner*>(in->kid[l]);
+    Inner* b = static_cast<Inner*>(in->kid[r]);
+    const int n = a->count;
+    std::copy(b->key, b->key + b->count, a->key + n);
+    std::copy(b->kid, b->kid + b->count, a->kid + n);
+    a->key[n] = in->key[r];  // b's lower bound (its key[0] is not kept)
+    a->count = uint16_t(n + b->count);
+    --ctx_->inners;
+    delete b;
+  }
+  std::copy(in->key + r + 1, in->key + in->count, in->key + r);
+  std::copy(in->kid + r + 1, in->kid + in->count, in->kid + r);
+  --in->count;
+}
+
 uint64_t ExtentTree::CountMapped(const Node* n) const {
   uint64_t total = 0;
   if (n->leaf) {
@@ -307,7 +356,10 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
     if (s.right && kid->leaf) Rebalance(in, i, &s);
     // Common cases in place: the child changed within itself, or split
     // into a node that still fits here.
-    if (kid->count > 0 && !s.right) return {};
+    if (kid->count > 0 && !s.right) {
+      MergeSmallChild(in, i);
+      return {};
+    }
     if (kid->count > 0 && in->count < kInnerCap) {
       std::copy_backward(in->key + i + 1, in->key + in->count, in->key + in->count + 1);
       std::copy_backward(in->kid + i + 1, in->kid + in->count, in->kid + in->count + 1);
@@ -420,6 +472,11 @@ Bno ExtentTree::LookupOne(Bno lba) const {
 }
 
 Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
+  const Extent e = LookupExtentExclusive(lba, exclusive);
+  return e.len == 0 ? kNoBlock : e.vba + (lba - e.lba);
+}
+
+Extent ExtentTree::LookupExtentExclusive(Bno lba, bool* exclusive) const {
   *exclusive = true;
   const Node* n = root_;
   while (n) {
@@ -427,14 +484,14 @@ Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
     if (n->leaf) {
       const Leaf* l = static_cast<const Leaf*>(n);
       int i = FirstEndingAbove(l->e, l->count, lba);
-      if (i == l->count || lba < l->e[i].lba) return kNoBlock;
-      return l->e[i].vba + (lba - l->e[i].lba);
+      if (i == l->count || lba < l->e[i].lba) return {};
+      return l->e[i];
     }
     const Inner* in = static_cast<const Inner*>(n);
     int i = ChildFor(in, lba);
     n = in->kid[i];
   }
-  return kNoBlock;
+  return {};
 }
 
 void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
