@@ -80,6 +80,7 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
     // fragmented run has no order worth keeping).
     const Bno mirror = vbas_.AllocateMirror(cur, e.len >= kMirrorMinExtent);
     if (mirror != kNoBlock) {
+      vbas_.Prefetch(mirror);  // ApplyWrite maps it after the media write
       (*out)[base + i] = mirror;
     } else {
       ++need;
@@ -102,7 +103,15 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
 }
 
 void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const {
-  if (const VolumeMeta* v = volume(vol)) v->tree.PrefetchPaths(lbas.data(), lbas.size());
+  const VolumeMeta* v = volume(vol);
+  if (!v) return;
+  v->tree.PrefetchPaths(lbas.data(), lbas.size());
+  // Then the VBA table entries PlanWrite will read: the leaves are on
+  // their way, so these lookups wait about once for all of them.
+  for (Bno lba : lbas) {
+    const Bno cur = v->tree.LookupOne(lba);
+    if (cur != kNoBlock) vbas_.Prefetch(cur);
+  }
 }
 
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {

@@ -49,6 +49,18 @@ VbaTable::Entry VbaTable::Get(Bno vba) const {
   return {r.pba == kNoBlock ? kNoBlock : r.pba + (off - r.off), r.refs};
 }
 
+void VbaTable::Prefetch(Bno vba) const {
+  if (vba >= size_) return;
+  const Chunk& c = chunks_[vba >> kChunkBits];
+  const uint32_t off = vba & (kChunkSize - 1);
+  if (c.dense()) {
+    __builtin_prefetch(&c.pba[off]);
+    __builtin_prefetch(&c.refs[off]);
+  } else {
+    __builtin_prefetch(c.runs.data() + c.runs.size() / 2);
+  }
+}
+
 uint32_t VbaTable::DenseRefs(const Chunk& c, Bno chunk_base, uint32_t off) const {
   uint8_t r = c.refs[off];
   if (r != kBigRefs) return r;
