@@ -135,6 +135,50 @@ TEST(VbaTableTest, RefcountsBeyondSixteenBitsAndEightBits) {
   EXPECT_EQ(again[0], v[10]);
 }
 
+// First writes to shared blocks: the new VBA mirrors the old one inside a
+// reserved window, each mirror is handed out once, reserved VBAs are not
+// given to Allocate until the table would otherwise pass its cap, and Load
+// forgets the windows.
+TEST(VbaTableTest, MirrorWindowsForSharedBlocks) {
+  constexpr Bno W = VbaTable::kMirrorWindow;
+  log::SegmentTable segs{4, 4096};
+  VbaTable v(&segs, 16 * W);  // at most 4 W reserved at a time
+  std::vector<Bno> old = testing::FreshVbas(&v, 2 * W);
+  ASSERT_EQ(old.back(), 2 * W - 1);
+  for (Bno x : old) v.Incref(x, 1);
+  EXPECT_EQ(v.AllocateMirror(5, /*reserve=*/false), kNoBlock);  // no window yet
+  EXPECT_EQ(v.AllocateMirror(5, true), 2 * W + 5);                // reserved at the tail
+  EXPECT_EQ(v.AllocateMirror(6, false), 2 * W + 6);
+  EXPECT_EQ(v.AllocateMirror(4, false), 2 * W + 4);
+  EXPECT_EQ(v.AllocateMirror(5, true), kNoBlock);  // handed out already
+  EXPECT_EQ(v.mirror_reserved(), W - 3);
+  // Another old window gets its own new window.
+  EXPECT_EQ(v.AllocateMirror(W + 7, true), 3 * W + 7);
+  EXPECT_EQ(v.mirror_reserved(), 2 * W - 4);
+  // Allocate does not hand out reserved VBAs while there is room.
+  std::vector<std::pair<Bno, Bno>> runs;
+  v.Allocate(1, &runs);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].first, 4 * W);
+  // Past the cap the windows yield: their free VBAs join the free list
+  // (Allocate takes its lowest run, [2W, 2W + 4), then the tail).
+  runs.clear();
+  v.Allocate(12 * W, &runs);
+  ASSERT_GE(runs.size(), 2u);
+  EXPECT_EQ(runs[0], std::make_pair(2 * W, Bno(4)));
+  runs.clear();
+  v.Allocate(1, &runs);
+  EXPECT_EQ(runs[0].first, 2 * W + 7);
+  EXPECT_EQ(v.mirror_reserved(), 0u);
+  EXPECT_EQ(v.AllocateMirror(9, false), kNoBlock);
+  EXPECT_EQ(v.AllocateMirror(10, true), kNoBlock);  // no room left under the cap
+  // Load forgets windows (a checkpoint stores reserved VBAs as free).
+  v.Load(std::vector<VbaTable::Entry>(2 * W, VbaTable::Entry{kNoBlock, 1}));
+  EXPECT_EQ(v.mirror_reserved(), 0u);
+  EXPECT_EQ(v.AllocateMirror(3, false), kNoBlock);
+  EXPECT_EQ(v.AllocateMirror(3, true), 2 * W + 3);
+}
+
 TEST(VbaTableTest, RandomOperationsMatchModel) {
   Fixture f;
   std::mt19937 rng(42);

@@ -52,6 +52,11 @@ uint64_t MapState::mapped_blocks() const {
   return n;
 }
 
+namespace {
+// Extents shorter than this do not get a mirror window of VBAs.
+constexpr Bno kMirrorMinExtent = 16;
+}  // namespace
+
 void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   VolumeMeta* v = volume(vol);
   size_t base = out->size();
@@ -59,15 +64,31 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   Bno need = 0;
   for (Bno i = 0; i < n; ++i) {
     bool exclusive = false;
-    Bno cur = v->tree.LookupOneExclusive(lba + i, &exclusive);
-    if (cur != kNoBlock && exclusive && vbas_.Get(cur).refs == 1) {
+    const map::Extent e = v->tree.LookupExtentExclusive(lba + i, &exclusive);
+    if (e.len == 0) {
+      ++need;
+      continue;
+    }
+    const Bno cur = e.vba + (lba + i - e.lba);
+    if (exclusive && vbas_.Get(cur).refs == 1) {
       (*out)[base + i] = cur;
+      continue;
+    }
+    // A shared block: its new VBA mirrors the old one (vba_table.h), so
+    // a run that clones or snapshots share stays one run as it is
+    // rewritten. A window is reserved only inside a long extent (a
+    // fragmented run has no order worth keeping).
+    const Bno mirror = vbas_.AllocateMirror(cur, e.len >= kMirrorMinExtent);
+    if (mirror != kNoBlock) {
+      vbas_.Prefetch(mirror);  // ApplyWrite maps it after the media write
+      (*out)[base + i] = mirror;
     } else {
       ++need;
     }
   }
   if (need == 0) return;
-  std::vector<std::pair<Bno, Bno>> runs;
+  std::vector<std::pair<Bno, Bno>>& runs = alloc_runs_;
+  runs.clear();
   vbas_.Allocate(need, &runs);
   size_t r = 0;
   Bno used = 0;
@@ -82,7 +103,15 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
 }
 
 void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const {
-  if (const VolumeMeta* v = volume(vol)) v->tree.PrefetchPaths(lbas.data(), lbas.size());
+  const VolumeMeta* v = volume(vol);
+  if (!v) return;
+  v->tree.PrefetchPaths(lbas.data(), lbas.size());
+  // Then the VBA table entries PlanWrite will read: the leaves are on
+  // their way, so these lookups wait about once for all of them.
+  for (Bno lba : lbas) {
+    const Bno cur = v->tree.LookupOne(lba);
+    if (cur != kNoBlock) vbas_.Prefetch(cur);
+  }
 }
 
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {

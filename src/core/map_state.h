@@ -100,9 +100,12 @@ class MapState {
 
   // Chooses the VBA each block of a write to [lba, lba+n) will use: the
   // current VBA if this tree alone references it (refcount 1 on an
-  // unshared path), else a newly allocated one (contiguous where possible).
+  // unshared path), else a newly allocated one: for a shared block the
+  // mirror of its old VBA (VbaTable::AllocateMirror), otherwise contiguous
+  // where possible.
   void PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* vbas);
-  // Cache hint before a batch of PlanWrites to volume `vol`: their first LBAs.
+  // Cache hint before a batch of PlanWrites to volume `vol`: their first
+  // LBAs (tree paths, then the VBA-table entries they map to).
   void PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const;
   // Returns VBAs from PlanWrite that were never applied (failed write).
   void UnplanWrite(const std::vector<Bno>& vbas);
@@ -125,6 +128,9 @@ class MapState {
   std::map<uint32_t, std::unique_ptr<VolumeMeta>> volumes_;
   uint32_t next_tree_id_ = 1;
   std::vector<uint32_t> csums_;  // per physical block
+  // PlanWrite's scratch list of allocated runs (reused: no allocation per
+  // planned write).
+  std::vector<std::pair<Bno, Bno>> alloc_runs_;
   // kRebuild only: data version (seq) of each VBA's current copy.
   std::vector<uint64_t> rebuild_dv_;
 };

@@ -99,11 +99,34 @@ Node* ExtentTree::MakeWritable(Node** slot) {
 
 namespace {
 
+// How many of a[0, n) satisfy `pred`, which holds on a prefix of them:
+// std::partition_point without data-dependent branches (the halving
+// compiles to a conditional move). Node searches run on every tree
+// descent, and on a fragmented tree a branchy search mispredicts about
+// every other step.
+template <typename T, typename Pred>
+inline int PrefixCount(const T* a, int n, Pred pred) {
+  if (n <= 0) return 0;
+  const T* base = a;
+  int len = n;
+  while (len > 1) {
+    const int half = len / 2;
+    base = pred(base[half]) ? base + half : base;
+    len -= half;
+  }
+  return int(base - a) + int(pred(*base));
+}
+
 // First entry of e[0, count) whose end is above lba (entries are sorted and
 // disjoint, so ends ascend too).
 int FirstEndingAbove(const Extent* e, int count, Bno lba) {
-  return int(std::partition_point(e, e + count, [lba](const Extent& x) { return x.end() <= lba; }) -
-             e);
+  return PrefixCount(e, count, [lba](const Extent& x) { return x.end() <= lba; });
+}
+
+// The child of `in` whose range holds lba: the last i >= 1 with
+// key[i] <= lba, else 0 (key[0] is not compared).
+int ChildFor(const Inner* in, Bno lba) {
+  return PrefixCount(in->key + 1, in->count - 1, [lba](Bno k) { return k <= lba; });
 }
 
 // Entries that continue both the LBA and the VBA run of `a` fold into it.
@@ -244,6 +267,55 @@ void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
   }
 }
 
+void ExtentTree::MergeSmallChild(Inner* in, int i) {
+  Node* kid = in->kid[i];
+  const int cap = kid->leaf ? kLeafCap : kInnerCap;
+  if (kid->count >= cap / 4) return;
+  // Invariant: AssignIn made child i private.
+  assert(kid->refs == 1);
+  auto fits = [&](int k) {
+    return k >= 0 && k < in->count && in->kid[k]->leaf == kid->leaf && in->kid[k]->refs == 1 &&
+           in->kid[k]->count + kid->count <= cap * 3 / 4;
+  };
+  int l;
+  if (fits(i - 1)) {
+    l = i - 1;
+  } else if (fits(i + 1)) {
+    l = i;
+  } else {
+    return;
+  }
+  const int r = l + 1;
+  // Both nodes are owned only here: entries and children change nodes, no
+  // reference (VBA or node) changes hands.
+  if (kid->leaf) {
+    Leaf* a = static_cast<Leaf*>(in->kid[l]);
+    Leaf* b = static_cast<Leaf*>(in->kid[r]);
+    int n = a->count, k0 = 0;
+    if (n > 0 && b->count > 0 && Continues(a->e[n - 1], b->e[0])) {
+      a->e[n - 1].len += b->e[0].len;
+      k0 = 1;
+    }
+    std::copy(b->e + k0, b->e + b->count, a->e + n);
+    a->count = uint16_t(n + b->count - k0);
+    --ctx_->leaves;
+    delete b;
+  } else {
+    Inner* a = static_cast<Inner*>(in->kid[l]);
+    Inner* b = static_cast<Inner*>(in->kid[r]);
+    const int n = a->count;
+    std::copy(b->key, b->key + b->count, a->key + n);
+    std::copy(b->kid, b->kid + b->count, a->kid + n);
+    a->key[n] = in->key[r];  // b's lower bound (its key[0] is not kept)
+    a->count = uint16_t(n + b->count);
+    --ctx_->inners;
+    delete b;
+  }
+  std::copy(in->key + r + 1, in->key + in->count, in->key + r);
+  std::copy(in->kid + r + 1, in->kid + in->count, in->kid + r);
+  --in->count;
+}
+
 uint64_t ExtentTree::CountMapped(const Node* n) const {
   uint64_t total = 0;
   if (n->leaf) {
@@ -261,8 +333,8 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
   if (node->leaf) return AssignLeaf(static_cast<Leaf*>(node), lo, hi, vba, insert);
   Inner* in = static_cast<Inner*>(node);
   // i: child holding lo; j: last child starting below hi.
-  int i = int(std::upper_bound(in->key + 1, in->key + in->count, lo) - in->key) - 1;
-  int j = int(std::upper_bound(in->key + 1, in->key + in->count, hi - 1) - in->key) - 1;
+  int i = ChildFor(in, lo);
+  int j = ChildFor(in, hi - 1);
   struct Slot {
     Bno key;
     Node* kid;
@@ -284,7 +356,10 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
     if (s.right && kid->leaf) Rebalance(in, i, &s);
     // Common cases in place: the child changed within itself, or split
     // into a node that still fits here.
-    if (kid->count > 0 && !s.right) return {};
+    if (kid->count > 0 && !s.right) {
+      MergeSmallChild(in, i);
+      return {};
+    }
     if (kid->count > 0 && in->count < kInnerCap) {
       std::copy_backward(in->key + i + 1, in->key + in->count, in->key + in->count + 1);
       std::copy_backward(in->kid + i + 1, in->kid + in->count, in->kid + in->count + 1);
@@ -385,8 +460,8 @@ void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
       continue;
     }
     const Inner* in = static_cast<const Inner*>(n);
-    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
-    int j = int(std::upper_bound(in->key + 1, in->key + in->count, hi - 1) - in->key) - 1;
+    int i = ChildFor(in, lba);
+    int j = ChildFor(in, hi - 1);
     for (int k = j; k >= i; --k) stack.push_back(in->kid[k]);  // leftmost popped first
   }
 }
@@ -397,6 +472,11 @@ Bno ExtentTree::LookupOne(Bno lba) const {
 }
 
 Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
+  const Extent e = LookupExtentExclusive(lba, exclusive);
+  return e.len == 0 ? kNoBlock : e.vba + (lba - e.lba);
+}
+
+Extent ExtentTree::LookupExtentExclusive(Bno lba, bool* exclusive) const {
   *exclusive = true;
   const Node* n = root_;
   while (n) {
@@ -404,14 +484,14 @@ Bno ExtentTree::LookupOneExclusive(Bno lba, bool* exclusive) const {
     if (n->leaf) {
       const Leaf* l = static_cast<const Leaf*>(n);
       int i = FirstEndingAbove(l->e, l->count, lba);
-      if (i == l->count || lba < l->e[i].lba) return kNoBlock;
-      return l->e[i].vba + (lba - l->e[i].lba);
+      if (i == l->count || lba < l->e[i].lba) return {};
+      return l->e[i];
     }
     const Inner* in = static_cast<const Inner*>(n);
-    int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
+    int i = ChildFor(in, lba);
     n = in->kid[i];
   }
-  return kNoBlock;
+  return {};
 }
 
 void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
@@ -427,7 +507,7 @@ void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
         if (cur[k]->leaf) continue;
         const Inner* in = static_cast<const Inner*>(cur[k]);
         Bno lba = lbas[base + k];
-        int i = int(std::upper_bound(in->key + 1, in->key + in->count, lba) - in->key) - 1;
+        int i = ChildFor(in, lba);
         const Node* kid = in->kid[i];
         const char* p = reinterpret_cast<const char*>(kid);
         constexpr size_t kBytes = std::max(sizeof(Leaf), sizeof(Inner));

@@ -77,6 +77,9 @@ class ExtentTree {
   bool Exclusive(Bno lba) const;
   // LookupOne and Exclusive in one descent.
   Bno LookupOneExclusive(Bno lba, bool* exclusive) const;
+  // The whole extent holding lba (len 0 if lba is unmapped), and whether
+  // its path is referenced by this tree alone, in one descent.
+  Extent LookupExtentExclusive(Bno lba, bool* exclusive) const;
   // A hint: starts loading the root-to-leaf paths of these LBAs into the
   // CPU cache, level by level for all of them at once, so that a batch of
   // random writes waits for one cache miss per level instead of one per
@@ -110,6 +113,14 @@ class ExtentTree {
   // leave leaves ~80% full instead of ~69%: all three fit in two (s->right
   // is freed and *s cleared) or are evened out over three.
   void Rebalance(Inner* in, int i, Split* s);
+  // The reverse: child i of `in`, a node that shrank below a quarter, is
+  // merged with a neighbour of its kind owned only by `in` when both fit in
+  // three quarters of a node; leaf extents that continue each other across
+  // the two fold into one. Without it a range whose extents grow back
+  // together (first writes to a clone, see VbaTable::AllocateMirror) keeps
+  // every node it ever needed, nearly empty, and its extents split at
+  // their boundaries.
+  void MergeSmallChild(Inner* in, int i);
   uint64_t CountMapped(const Node* n) const;
 
   TreeContext* ctx_;

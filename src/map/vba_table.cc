@@ -49,6 +49,18 @@ VbaTable::Entry VbaTable::Get(Bno vba) const {
   return {r.pba == kNoBlock ? kNoBlock : r.pba + (off - r.off), r.refs};
 }
 
+void VbaTable::Prefetch(Bno vba) const {
+  if (vba >= size_) return;
+  const Chunk& c = chunks_[vba >> kChunkBits];
+  const uint32_t off = vba & (kChunkSize - 1);
+  if (c.dense()) {
+    __builtin_prefetch(&c.pba[off]);
+    __builtin_prefetch(&c.refs[off]);
+  } else {
+    __builtin_prefetch(c.runs.data() + c.runs.size() / 2);
+  }
+}
+
 uint32_t VbaTable::DenseRefs(const Chunk& c, Bno chunk_base, uint32_t off) const {
   uint8_t r = c.refs[off];
   if (r != kBigRefs) return r;
@@ -145,6 +157,8 @@ void VbaTable::Edit(Bno vba, Bno n, bool grows_refs, F fn) {
 void VbaTable::Allocate(Bno n, std::vector<std::pair<Bno, Bno>>* runs) {
   // Single blocks reuse the lowest free VBA; multi-block writes take the
   // tail so that sequential data gets one contiguous run (one extent).
+  // Mirror reservations yield before the table grows past its cap.
+  if (!mirrors_.empty() && uint64_t(size_) + n > max_vbas_) ReleaseMirrors();
   while (n > 0) {
     Bno tail = size_;
     bool use_tail = free_runs_.empty() || (n > 1 && uint64_t(tail) + n <= max_vbas_);
@@ -161,6 +175,47 @@ void VbaTable::Allocate(Bno n, std::vector<std::pair<Bno, Bno>>* runs) {
     runs->push_back({start, take});
     n -= take;
   }
+}
+
+Bno VbaTable::AllocateMirror(Bno old_vba, bool reserve) {
+  const Bno window = old_vba / kMirrorWindow;
+  const uint32_t off = old_vba % kMirrorWindow;
+  auto it = mirrors_.find(window);
+  if (it == mirrors_.end()) {
+    // The limit keeps windows that are never filled from holding much of
+    // the VBA space (they yield to Allocate anyway).
+    if (!reserve || uint64_t(size_) + kMirrorWindow > max_vbas_ ||
+        mirror_reserved_ + kMirrorWindow > max_vbas_ / 4)
+      return kNoBlock;
+    const Bno base = size_;
+    EnsureSize(size_ + kMirrorWindow);
+    it = mirrors_.emplace(window, Mirror{base, uint32_t(kMirrorWindow), {}}).first;
+    mirror_reserved_ += kMirrorWindow;
+  }
+  Mirror& m = it->second;
+  if (m.taken[off]) return kNoBlock;
+  m.taken[off] = true;
+  --mirror_reserved_;
+  const Bno vba = m.base + off;
+  if (--m.left == 0) mirrors_.erase(it);
+  return vba;
+}
+
+void VbaTable::ReleaseMirrors() {
+  for (const auto& [window, m] : mirrors_) {
+    for (uint32_t o = 0; o < kMirrorWindow;) {
+      if (m.taken[o]) {
+        ++o;
+        continue;
+      }
+      uint32_t e = o + 1;
+      while (e < kMirrorWindow && !m.taken[e]) ++e;
+      AddFreeRun(m.base + o, e - o);
+      o = e;
+    }
+  }
+  mirrors_.clear();
+  mirror_reserved_ = 0;
 }
 
 void VbaTable::Claim(Bno vba) {
@@ -276,7 +331,8 @@ void VbaTable::ForEachRun(Bno from, Bno to,
 
 uint64_t VbaTable::memory_bytes() const {
   uint64_t bytes = chunks_.capacity() * sizeof(Chunk) + free_runs_.size() * 32 +
-                   big_refs_.capacity() * (sizeof(std::pair<Bno, uint32_t>) + 1);
+                   big_refs_.capacity() * (sizeof(std::pair<Bno, uint32_t>) + 1) +
+                   mirrors_.capacity() * (sizeof(std::pair<Bno, Mirror>) + 1);
   for (const Chunk& c : chunks_) {
     bytes += c.runs.capacity() * sizeof(Run);
     if (c.dense()) bytes += kChunkSize * (sizeof(Bno) + 1);
@@ -294,6 +350,8 @@ void VbaTable::Load(const std::vector<Entry>& entries) {
   chunks_.clear();
   big_refs_.clear();
   free_runs_.clear();
+  mirrors_.clear();
+  mirror_reserved_ = 0;
   size_ = 0;
   live_ = 0;
   EnsureSize(Bno(entries.size()));

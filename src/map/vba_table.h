@@ -16,6 +16,7 @@
 // Not thread-safe: guarded by the owner's map lock (const methods may run
 // concurrently with each other).
 
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,7 +54,27 @@ class VbaTable {
   // bound n by physical space. Allocated VBAs have refs 0 until referenced.
   void Allocate(Bno n, std::vector<std::pair<Bno, Bno>>* runs);
   // Marks one specific VBA allocated (replay). No-op if already allocated.
+  // Replay runs without mirror windows (Load and a new table have none).
   void Claim(Bno vba);
+
+  // Placement of a new VBA for the first write to a block whose VBA
+  // old_vba is shared (a clone or snapshot "breaking" there). The VBAs of
+  // old_vba's aligned window of kMirrorWindow get a window of as many new
+  // VBAs, reserved at the tail, and old_vba + i maps to base + i: blocks
+  // that were one run before the break get one run again, so the tree's
+  // extents grow back together as neighbours are written instead of
+  // leaving one extent per written block. Returns the mirror VBA,
+  // allocated with refs 0 like Allocate's, or kNoBlock (then Allocate):
+  // it was handed out already, or the window has none and `reserve` is
+  // false or reserving would pass max_vbas or the reservation limit.
+  // Reserved VBAs are free VBAs that only this function hands out; they
+  // go back to the free list when Allocate would otherwise grow the table
+  // past max_vbas, and are forgotten by Load (a checkpoint stores them as
+  // free). Only a placement choice: nothing on the media refers to it.
+  static constexpr Bno kMirrorWindow = 1024;
+  Bno AllocateMirror(Bno old_vba, bool reserve);
+  // VBAs held in mirror windows and not handed out yet.
+  uint64_t mirror_reserved() const { return mirror_reserved_; }
 
   void Incref(Bno vba, Bno n);
   void Decref(Bno vba, Bno n);
@@ -64,6 +85,8 @@ class VbaTable {
   bool CompareAndSetPba(Bno vba, Bno old_pba, Bno new_pba);
 
   Entry Get(Bno vba) const;
+  // A hint: starts loading vba's entry into the CPU cache. Changes nothing.
+  void Prefetch(Bno vba) const;
   bool InRange(Bno vba) const { return vba < size_; }
   Bno size() const { return size_; }
   uint64_t live_vbas() const { return live_; }
@@ -98,6 +121,14 @@ class VbaTable {
     bool dense() const { return pba != nullptr; }
   };
 
+  struct Mirror {
+    Bno base;       // new VBA of the window's first old VBA
+    uint32_t left;  // not handed out yet
+    std::bitset<kMirrorWindow> taken;
+  };
+  // Gives every reserved, not handed out VBA back to the free list.
+  void ReleaseMirrors();
+
   void Free(Bno vba, Bno n, Bno pba);
   void AddFreeRun(Bno start, Bno len);
   void EnsureSize(Bno n);
@@ -125,6 +156,9 @@ class VbaTable {
   // Free VBAs below size_: start -> length, coalesced.
   absl::btree_map<Bno, Bno> free_runs_;
   uint64_t live_ = 0;  // VBAs with refs > 0
+  // Mirror windows by old_vba / kMirrorWindow (see AllocateMirror).
+  absl::flat_hash_map<Bno, Mirror> mirrors_;
+  uint64_t mirror_reserved_ = 0;
 };
 
 }  // namespace ftl::map
