@@ -260,5 +260,29 @@ TEST(PlacementModel, SkewedWritesCopyLessUniformWritesNoMore) {
   EXPECT_LT(utemp, usep * 1.05) << "uniform: streams " << usep << ", placement " << utemp;
 }
 
+// OpenOptions::placement pins the choice: off never uses the hot slot (not
+// even for probes), on splits batches from the first overwrite.
+TEST(PlacementPool, ModeOffNeverSeparatesModeOnAlways) {
+  for (auto mode : {OpenOptions::Placement::kOff, OpenOptions::Placement::kOn}) {
+    auto media = NewMemMedia(64 << 20);
+    auto open = testing::QuietOpen(false);
+    open.placement = mode;
+    auto pool = Pool::Format(media, testing::SmallFormat(), open);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    Volume* vol = (*pool)->PrimaryVolume();
+    const size_t kB = 4096;
+    for (int round = 1; round <= 2; ++round)
+      for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(vol->Write(b * kB, testing::Pattern(round, b * kB, kB)).ok());
+    const uint64_t hot = (*pool)->Stats().user_hot_write_bytes;
+    if (mode == OpenOptions::Placement::kOff) EXPECT_EQ(hot, 0u);
+    else EXPECT_EQ(hot, 32 * kB);  // every overwrite, before any hot segment was cleaned
+    std::vector<std::byte> got(kB);
+    for (uint64_t b = 0; b < 32; ++b) {
+      ASSERT_TRUE(vol->Read(b * kB, got).ok());
+      EXPECT_EQ(got, testing::Pattern(2, b * kB, kB));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ftl

@@ -255,17 +255,11 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     Bno lo, hi;
     size_t req;
   };
-  if (placement_mode_ == OpenOptions::Placement::kOff) {
-    for (Request* r : batch) r->slot = gc::Slot::kCold;
-    std::vector<std::vector<Request*>> one(1);
-    one[0].swap(batch);
-    return one;
-  }
   const uint64_t batch_no = user_batches_++;
-  if (!placement_.HotSlotOpen(batch_no)) {
-    // Passive and not a probe: everything is cold, and the meter samples
-    // the probes only (the ratio it judges is the same), so the committer
-    // spends no lookup on most batches.
+  if (placement_mode_ == OpenOptions::Placement::kOff || !placement_.HotSlotOpen(batch_no)) {
+    // Off, or passive and not a probe: everything is cold, and the meter
+    // samples the probes only (the ratio it judges is the same), so the
+    // committer spends no lookup on most batches.
     for (Request* r : batch) {
       r->slot = gc::Slot::kCold;
       window_blocks_ += r->data_blocks();
