@@ -652,7 +652,11 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
   Bno pba = state_->segments().FirstBlock(seg) + state_->segments().at(seg).write_ptr;
   absl::Status s = media_->Write(MediaOffset(pba), buf);
   if (s.ok()) {
-    last_written_seq_ = h.seq;
+    // A sync names what it covers by last_written_seq_ (durable_seq in
+    // later records). It must never name the first of a joined pair
+    // alone: replay would then see a durable record whose partner is
+    // missing and refuse to open. The partner's write moves it past both.
+    if (!plan.joined) last_written_seq_ = h.seq;
     // Joined records sync once, after the last of them (plan.sync).
     if (plan.sync || (fua && !plan.acks)) s = SyncMedia();
   }
