@@ -273,11 +273,13 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // REQUIRES: commit_mu_ held and committing_ set by this thread.
   void DrainQueue();
   // Sets the slot of each user data request by the age of the blocks it
-  // replaces (gc::Placement) and splits the batch into one batch per slot,
-  // in order. Overlapping requests, and the parts of one large write,
-  // always share a slot (they must keep their order; CommitJoined makes
-  // the parts one atomic unit). Batches that may not use the hot slot
-  // (passive, not a probe) stay whole without a lookup. Feeds meter_.
+  // replaces (gc::Placement). Returns the batch's parts per slot, each in
+  // issue order, if it spans several slots, else nothing (the batch, left
+  // as it is, goes to its one slot). Overlapping requests, and the parts
+  // of one large write, always share a slot (they must keep their order;
+  // CommitJoined makes the parts one atomic unit). Batches that may not
+  // use the hot slot (passive, not a probe) are not looked up. Feeds
+  // meter_.
   std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);
   // Every kMeterWindowSegments of user writes: asks meter_ whether
   // separation pays and (placement auto) switches placement_ on or off.
@@ -395,8 +397,6 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Sealed segments since the last checkpoint, in quarters: 4 per segment
   // sealed by user writes, 1 per segment sealed by the cleaner.
   uint32_t sealed_since_ckpt_ = 0;
-  // The user batch being classified, in issue order (DrainQueue).
-  std::vector<Request*> issue_order_;
   // OpenOptions::placement; kOn keeps placement_ active, kOff never splits.
   OpenOptions::Placement placement_mode_ = OpenOptions::Placement::kAuto;
   // Placement bookkeeping of the committer (ClassifyUserBatch).

@@ -241,10 +241,9 @@ void PoolImpl::DrainQueue() {
     } else if (batch.front()->batch_class() != 0) {
       CommitBatch(batch, stream, gc::Slot::kCold);  // notes: header blocks only
     } else {
-      issue_order_ = batch;  // ClassifyUserBatch groups by slot
       auto parts = ClassifyUserBatch(batch);
-      if (parts.size() == 1) CommitBatch(parts[0], stream, parts[0].front()->slot);
-      else CommitJoined(parts, issue_order_, stream);
+      if (parts.empty()) CommitBatch(batch, stream, batch.front()->slot);
+      else CommitJoined(parts, batch, stream);
     }
   }
 }
@@ -265,9 +264,7 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
       window_blocks_ += r->data_blocks();
     }
     EndMeterWindowIfDue();
-    std::vector<std::vector<Request*>> one(1);
-    one[0].swap(batch);
-    return one;
+    return {};
   }
   std::vector<Range> ranges;
   {
@@ -327,10 +324,12 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
   }
   if (mixed)
     for (Request* r : batch) r->slot = batch.front()->slot;
+  const gc::Slot first = batch.front()->slot;
+  if (std::all_of(batch.begin(), batch.end(), [&](const Request* r) { return r->slot == first; }))
+    return {};
   std::vector<std::vector<Request*>> parts(gc::kSlotCount);
   for (Request* r : batch) parts[int(r->slot)].push_back(r);
   std::erase_if(parts, [](const auto& p) { return p.empty(); });
-  batch.clear();
   return parts;
 }
 
@@ -393,6 +392,7 @@ void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vect
     CommitBatch(issued, stream, *unsplit);
     return;
   }
+  issued.clear();  // the parts own the requests from here
   std::vector<Request*> acks;
   for (size_t i = 0; i < parts.size(); ++i) {
     RecordPlan plan;
