@@ -1,6 +1,8 @@
 #include "greedy_sim.h"
 
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -18,6 +20,7 @@ class Model {
   Model(const GreedyOptions& o, uint64_t hot_blocks)
       : o_(o),
         hot_blocks_(hot_blocks),
+        separation_(o.volume_blocks),
         l2p_(o.volume_blocks, kNone),
         p2l_(uint64_t(o.segment_count) * o.segment_blocks, kNone),
         written_(p2l_.size(), 0),
@@ -32,9 +35,15 @@ class Model {
   }
 
   void Write(uint64_t lba) {
+    // A batch of user_record_blocks writes is one record per slot.
+    if (o_.user_record_blocks && user_ % o_.user_record_blocks == 0)
+      rec_left_[int(Slot::kHot)] = rec_left_[int(Slot::kCold)] = 0;
     ++user_;
     if (o_.streams == Streams::kTemperature) Measure(lba);
-    Place(lba, UserSlot(lba), user_);
+    Slot slot = UserSlot(lba);
+    hot_user_ += slot == Slot::kHot;
+    active_writes_ += placement_.active();
+    Place(lba, slot, user_, false);
     while (free_.size() < o_.reserve_segments) Clean();
   }
 
@@ -42,26 +51,32 @@ class Model {
   uint64_t relocated() const { return relocated_; }
   uint64_t cleaned() const { return cleaned_; }
   uint64_t checkpoints() const { return checkpoints_; }
+  uint64_t headers() const { return headers_; }
+  uint64_t hot_user() const { return hot_user_; }
+  uint64_t active_writes() const { return active_writes_; }
+  uint64_t wasted() const { return wasted_; }
 
  private:
   static constexpr uint32_t kClosed = UINT32_MAX;
 
   uint32_t Pop() {
-    // Invariant: the reserve keeps a free segment for every append.
-    assert(!free_.empty());
+    // Invariant: the reserve keeps a free segment for every append (with
+    // headers a victim's relocations may take two: keep at least 2).
+    if (free_.empty()) {
+      std::fprintf(stderr, "greedy_sim: out of free segments (reserve too small)\n");
+      std::abort();
+    }
     uint32_t s = free_.back();
     free_.pop_back();
     return s;
   }
 
-  // The engine's SeparationMeter, over windows of 16 segments of user
+  // The engine's SampledSeparation, over windows of 16 segments of user
   // writes (core/write_path.cc).
   void Measure(uint64_t lba) {
-    if (uint64_t p = l2p_[lba]; p != kNone) meter_.NoteOverwrite(hot_[p / o_.segment_blocks]);
+    separation_.NoteWrite(0, lba, user_);
     if (user_ % (16 * uint64_t(o_.segment_blocks)) != 0) return;
-    uint64_t live_hot = 0, live_other = 0;
-    for (uint32_t s = 0; s < o_.segment_count; ++s) (hot_[s] ? live_hot : live_other) += live_[s];
-    if (auto v = meter_.EndWindow(live_hot, live_other)) placement_.set_active(*v);
+    if (auto v = separation_.EndWindow()) placement_.set_active(*v);
   }
 
   bool Temperature() const {
@@ -86,9 +101,7 @@ class Model {
       old = gc::OldVersion{n ? time_sum_[s] / n : user_, hot_[s]};
     }
     Slot slot = placement_.ForUserWrite(old, user_);
-    // The engine commits batches of 32 here (wa_bench's WriteAsyncBatch).
-    if (o_.streams == Streams::kTemperature && !placement_.HotSlotOpen((user_ - 1) / 32))
-      slot = Slot::kCold;
+    if (o_.streams == Streams::kTemperature && !placement_.active()) slot = Slot::kCold;
     return slot;
   }
 
@@ -112,13 +125,41 @@ class Model {
     return o_.segment_blocks;
   }
 
-  // Appends lba's new copy, written at `t`, to `slot`.
-  void Place(uint64_t lba, Slot slot, uint64_t t) {
+  // Appends lba's new copy, written at `t`, to `slot` (by the cleaner if
+  // `reloc`).
+  void Place(uint64_t lba, Slot slot, uint64_t t, bool reloc) {
     int k = int(slot);
     if (uint64_t old = l2p_[lba]; old != kNone) {
       p2l_[old] = kNone;
       --live_[old / o_.segment_blocks];
     }
+    if (o_.user_record_blocks && (rec_left_[k] == 0 || rec_reloc_[k] != reloc ||
+                                  open_[k] == kClosed || wp_[k] == o_.segment_blocks)) {
+      // A new record: its header (a dead block) and at least one block of
+      // data must fit the open segment, or the segment is sealed.
+      if (open_[k] != kClosed && wp_[k] + 2 > o_.segment_blocks) {
+        wasted_ += o_.segment_blocks - wp_[k];
+        wp_[k] = o_.segment_blocks;
+      }
+      OpenRoom(k);
+      ++wp_[k];
+      ++headers_;
+      rec_left_[k] = reloc ? o_.reloc_record_blocks : o_.user_record_blocks;
+      rec_reloc_[k] = reloc;
+    }
+    if (rec_left_[k] > 0) --rec_left_[k];
+    OpenRoom(k);
+    uint32_t s = open_[k];
+    uint64_t pba = uint64_t(s) * o_.segment_blocks + wp_[k]++;
+    l2p_[lba] = pba;
+    p2l_[pba] = lba;
+    written_[pba] = t;
+    time_sum_[s] += t;
+    ++live_[s];
+  }
+
+  // Seals slot k's segment if full and opens a new one if none is open.
+  void OpenRoom(int k) {
     if (open_[k] != kClosed && wp_[k] == o_.segment_blocks) {
       full_[open_[k]] = true;
       sealed_at_[open_[k]] = user_;
@@ -133,13 +174,6 @@ class Model {
       time_sum_[s] = 0;
       hot_[s] = gc::IsHot(Slot(k)) && Temperature();
     }
-    uint32_t s = open_[k];
-    uint64_t pba = uint64_t(s) * o_.segment_blocks + wp_[k]++;
-    l2p_[lba] = pba;
-    p2l_[pba] = lba;
-    written_[pba] = t;
-    time_sum_[s] += t;
-    ++live_[s];
   }
 
   double Score(uint32_t s) const {
@@ -161,6 +195,10 @@ class Model {
     double best = 0;
     for (uint32_t s = 0; s < o_.segment_count; ++s) {
       if (!full_[s] || live_[s] == o_.segment_blocks) continue;
+      // With headers, cleaning must free more than its records take.
+      if (o_.reloc_record_blocks &&
+          live_[s] + live_[s] / o_.reloc_record_blocks + 2 > o_.segment_blocks)
+        continue;
       if (gated && sealed_ckpt_[s] + 2 > checkpoints_) continue;
       double score = Score(s);
       if (victim == UINT32_MAX || score > best) {
@@ -190,12 +228,15 @@ class Model {
     }
     assert(victim != UINT32_MAX);
     full_[victim] = false;
+    // Each victim's relocations start new records.
+    for (int k = 0; k < gc::kSlotCount; ++k)
+      if (rec_reloc_[k]) rec_left_[k] = 0;
     if (hot_[victim]) placement_.HotSegmentReclaimed(user_ - opened_at_[victim]);
     uint64_t first = uint64_t(victim) * o_.segment_blocks;
     for (uint64_t p = first; p < first + o_.segment_blocks; ++p) {
       if (p2l_[p] == kNone) continue;
       ++relocated_;
-      Place(p2l_[p], RelocSlot(p), written_[p]);
+      Place(p2l_[p], RelocSlot(p), written_[p], true);
     }
     free_.push_back(victim);
     ++cleaned_;
@@ -204,7 +245,7 @@ class Model {
   const GreedyOptions& o_;
   const uint64_t hot_blocks_;
   gc::Placement placement_;
-  gc::SeparationMeter meter_;
+  gc::SampledSeparation separation_;
   std::vector<uint64_t> l2p_, p2l_;
   std::vector<uint64_t> written_;  // per PBA: user write count when written
   std::vector<uint32_t> live_;
@@ -218,7 +259,10 @@ class Model {
   std::vector<uint32_t> free_;
   uint32_t open_[gc::kSlotCount] = {kClosed, kClosed, kClosed, kClosed};
   uint32_t wp_[gc::kSlotCount] = {0, 0, 0, 0};
-  uint64_t user_ = 0, relocated_ = 0, cleaned_ = 0;
+  uint32_t rec_left_[gc::kSlotCount] = {0, 0, 0, 0};  // blocks the open record still takes
+  bool rec_reloc_[gc::kSlotCount] = {false, false, false, false};  // it is the cleaner's
+  uint64_t user_ = 0, relocated_ = 0, cleaned_ = 0, headers_ = 0, wasted_ = 0;
+  uint64_t hot_user_ = 0, active_writes_ = 0;
 };
 
 }  // namespace
@@ -229,10 +273,13 @@ GreedyResult RunGreedy(const GreedyOptions& opts) {
   for (uint64_t lba = 0; lba < opts.volume_blocks; ++lba) m.Write(lba);
   auto n_warm = uint64_t(opts.warmup * double(opts.volume_blocks));
   for (uint64_t i = 0; i < n_warm; ++i) m.Write(pick.Next());
-  uint64_t u0 = m.user(), r0 = m.relocated(), c0 = m.cleaned(), k0 = m.checkpoints();
+  uint64_t u0 = m.user(), r0 = m.relocated(), c0 = m.cleaned(), k0 = m.checkpoints(),
+           h0 = m.headers(), w0 = m.wasted(), hu0 = m.hot_user(), a0 = m.active_writes();
   auto n_meas = uint64_t(opts.measure * double(opts.volume_blocks));
   for (uint64_t i = 0; i < n_meas; ++i) m.Write(pick.Next());
-  return {m.user() - u0, m.relocated() - r0, m.cleaned() - c0, m.checkpoints() - k0};
+  return {m.user() - u0,        m.relocated() - r0, m.cleaned() - c0,
+          m.checkpoints() - k0, m.headers() - h0,   m.wasted() - w0,
+          m.hot_user() - hu0,   m.active_writes() - a0};
 }
 
 }  // namespace ftl::bench

@@ -3,7 +3,8 @@
 // cleaner, used to put ftld's measured write amplification in context
 // (issue 2: "uniform no worse than greedy"). It is pure in-memory counters:
 // by default one append stream shared by user writes and relocations (no
-// hot/cold separation), no headers, no checkpoints, victim = full segment
+// hot/cold separation), no record headers (an option adds the engine's), no
+// checkpoints, victim = full segment
 // with the fewest live blocks. Options turn it into a model of ftld's own
 // policy (cost-benefit victims, a separate relocation stream or ftld's
 // temperature placement, a larger free reserve) to tell policy effects from
@@ -51,6 +52,12 @@ struct GreedyOptions {
   // the gate hides a victim twice as good as the best eligible one, two
   // checkpoints are taken at once (as ftld's cleaner does).
   uint32_t checkpoint_segments = 0;
+  // Record headers as the engine writes them (0: none): one header block
+  // before every `user_record_blocks` user writes and before every
+  // `reloc_record_blocks` relocated blocks of a victim per slot; a record
+  // never spans segments (the tail that does not fit stays unused).
+  uint32_t user_record_blocks = 0;
+  uint32_t reloc_record_blocks = 0;
   Workload workload;
   // Random overwrites after the sequential fill, in volume sizes: `warmup`
   // are not counted, `measure` are.
@@ -64,8 +71,13 @@ struct GreedyResult {
   uint64_t relocated_blocks = 0;
   uint64_t segments_cleaned = 0;
   uint64_t checkpoints = 0;
+  uint64_t header_blocks = 0;    // with user_record_blocks > 0
+  uint64_t wasted_blocks = 0;    // segment tails no record fitted into
+  uint64_t hot_user_blocks = 0;  // user writes to the hot slot
+  uint64_t active_writes = 0;    // user writes while placement was active
   double write_amplification() const {
-    return user_blocks ? double(user_blocks + relocated_blocks) / double(user_blocks) : 0;
+    return user_blocks ? double(user_blocks + relocated_blocks + header_blocks) / double(user_blocks)
+                       : 0;
   }
 };
 

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -135,6 +136,11 @@ WaOutcome RunCase(const WaCase& c, const Workload& wl, bool random_fill) {
   const WaSizes z = Sizes();
   WaOutcome out;
   OpenOptions open;
+  // FTL_WA_PLACEMENT=on|off overrides the engine's automatic placement.
+  if (const char* e = std::getenv("FTL_WA_PLACEMENT")) {
+    if (std::string(e) == "on") open.placement = OpenOptions::Placement::kOn;
+    if (std::string(e) == "off") open.placement = OpenOptions::Placement::kOff;
+  }
   auto media = NewMemMedia(z.media_bytes);
   FormatOptions f;
   f.segment_bytes = z.segment_bytes;
@@ -236,7 +242,8 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
       if (!o.stalled) note += "numbers from random fill; ";
     }
 
-    // Reference: plain greedy, one stream, minimal reserve. Then models of
+    // Reference: plain greedy, one stream, minimal reserve, with and without
+    // record headers. Then models of
     // ftld's policies with the engine's average free segments: cost-benefit
     // victims with relocations in their own stream (before issue 2's
     // placement work), with temperature placement (gc/placement.h, what the
@@ -250,6 +257,14 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     go.warmup = z.warmup;
     go.measure = z.measure;
     const double greedy = RunGreedy(go).write_amplification();
+    // The same greedy cleaner writing the engine's record headers: one
+    // header block per batch of 32 user writes and per 256 relocated
+    // blocks (2 free segments: one relocation may need two).
+    go.user_record_blocks = 32;
+    go.reloc_record_blocks = 256;
+    go.reserve_segments = 2;
+    const double greedy_hdr = RunGreedy(go).write_amplification();
+    go.user_record_blocks = go.reloc_record_blocks = 0;
     go.reserve_segments = kEngineFreeAvg;
     go.policy = VictimPolicy::kCostBenefit;
     go.streams = Streams::kUserGc;
@@ -259,13 +274,15 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     go.streams = Streams::kOracle;
     const double cb_oracle = c.hot ? RunGreedy(go).write_amplification() : cb_sep;
     state.counters["greedy"] = greedy;
+    state.counters["greedy_hdr"] = greedy_hdr;
     state.counters["cb_sep"] = cb_sep;
     state.counters["cb_temp"] = cb_temp;
     state.counters["cb_oracle"] = cb_oracle;
     const std::string models = absl::StrFormat(
-        "models: greedy %.2f; keeping %d free, cost-benefit with user/relocation streams %.2f, "
-        "with temperature placement %.2f, with perfect hot/cold separation %.2f",
-        greedy, kEngineFreeAvg, cb_sep, cb_temp, cb_oracle);
+        "models: greedy %.2f, with the engine's record headers %.2f; keeping %d free, "
+        "cost-benefit with user/relocation streams %.2f, with temperature placement %.2f, with "
+        "perfect hot/cold separation %.2f",
+        greedy, greedy_hdr, kEngineFreeAvg, cb_sep, cb_temp, cb_oracle);
 
     Result r{"write amplification", name, 0, "", "", true, ""};
     if (!c.hot) {

@@ -56,16 +56,65 @@ TEST(Placement, YoungOverwritesAreHotAndHotBlocksStayHotLonger) {
   EXPECT_EQ(p.ForUserWrite(OldVersion{now + 5, false}, now), Slot::kHot);
 }
 
-TEST(Placement, PassiveSendsRelocationsToGcAndProbesEveryNthBatch) {
+TEST(Placement, PassiveSendsRelocationsToGc) {
   Placement p;
   EXPECT_FALSE(p.active());
   EXPECT_EQ(p.ForRelocation(true, 99, 100), Slot::kGc);
-  int open = 0;
-  for (uint64_t b = 0; b < 8 * Placement::kProbeEvery; ++b) open += p.HotSlotOpen(b);
-  EXPECT_EQ(open, 8);
   p.set_active(true);
-  EXPECT_TRUE(p.HotSlotOpen(1));
   EXPECT_EQ(p.ForRelocation(true, 99, 100), Slot::kHotGc);
+  EXPECT_EQ(p.ForRelocation(false, 99, 100), Slot::kGc);
+}
+
+// Feeds `n` random overwrites over `blocks` blocks (a fraction `hot_writes`
+// of them to the first fifth) to a SampledSeparation, a window every
+// `window` writes; returns the last verdict.
+std::optional<bool> SampledVerdict(double hot_writes, uint64_t blocks, uint64_t n, uint64_t window,
+                                   gc::SampledSeparation* m) {
+  std::mt19937_64 rng(3);
+  std::optional<bool> last;
+  for (uint64_t b = 0; b < blocks; ++b) m->NoteWrite(0, b, b);
+  const uint64_t hot = blocks / 5;
+  for (uint64_t t = blocks; t < blocks + n; ++t) {
+    const bool to_hot = double(rng() >> 11) * 0x1.0p-53 < hot_writes;
+    m->NoteWrite(0, to_hot ? rng() % hot : hot + rng() % (blocks - hot), t);
+    if (t % window == 0)
+      if (auto v = m->EndWindow()) last = v;
+  }
+  return last;
+}
+
+TEST(SampledSeparation, SkewedWritesPayUniformOnesDoNot) {
+  gc::SampledSeparation skewed(10000);
+  EXPECT_EQ(SampledVerdict(0.8, 10000, 100000, 2500, &skewed), std::optional<bool>(true));
+  EXPECT_GT(skewed.threshold(), 0u);
+  gc::SampledSeparation uniform(10000);
+  EXPECT_EQ(SampledVerdict(0.2, 10000, 100000, 2500, &uniform), std::optional<bool>(false));
+  EXPECT_EQ(uniform.live_hot() + uniform.live_other(), 10000u);  // a small pool: every block
+}
+
+TEST(SampledSeparation, FirstWritesAreColdAndNoVerdictBeforeAThreshold) {
+  gc::SampledSeparation m(1000);
+  for (uint64_t b = 0; b < 1000; ++b) m.NoteWrite(0, b, b);
+  EXPECT_EQ(m.live_other(), 1000u);
+  EXPECT_EQ(m.live_hot(), 0u);
+  // No overwrite yet: no samples, no threshold, no verdict.
+  EXPECT_EQ(m.EndWindow(), std::nullopt);
+  EXPECT_EQ(m.threshold(), 0u);
+  // Overwrites before a threshold exists all stay cold; the window sets one.
+  for (uint64_t b = 0; b < 100; ++b) m.NoteWrite(0, b, 2000 + b);
+  EXPECT_EQ(m.live_hot(), 0u);
+  EXPECT_EQ(m.EndWindow(), std::nullopt);  // no hot live blocks to compare with
+  EXPECT_GT(m.threshold(), 0u);
+}
+
+TEST(SampledSeparation, LargePoolsAreSampled) {
+  gc::SampledSeparation big(uint64_t(1) << 30);  // 4 TiB of blocks
+  EXPECT_EQ(big.shift(), 16u);
+  for (uint64_t b = 0; b < (uint64_t(1) << 20); ++b) big.NoteWrite(0, b, b);
+  // About 1 in 65536 of 2^20 blocks: ~16.
+  EXPECT_GT(big.live_other(), 2u);
+  EXPECT_LT(big.live_other(), 64u);
+  EXPECT_EQ(gc::SampledSeparation(1000).shift(), 0u);
 }
 
 TEST(SeparationMeter, PaysWhenHotBlocksAreOverwrittenTwiceAsOften) {
@@ -99,11 +148,10 @@ TEST(Placement, LifespanIsTheMeanOfTheLastWindow) {
   EXPECT_EQ(p.hot_lifespan(), 316u);
 }
 
-// Through the pool: first writes go to the cold segment; while separation
-// is passive only every kProbeEvery-th batch may use the hot slot; reads
-// return what was written wherever it went, and a clean reopen adopts the
-// open segments.
-TEST(PlacementPool, FirstWritesColdOverwritesProbeTheHotSlot) {
+// Through the pool: while separation is passive every write goes to the
+// cold segment; reads return what was written, and a clean reopen adopts
+// the open segments.
+TEST(PlacementPool, PassiveSendsAllUserWritesCold) {
   auto media = NewMemMedia(64 << 20);
   auto pool = Pool::Format(media, testing::SmallFormat(), testing::QuietOpen(false));
   ASSERT_TRUE(pool.ok()) << pool.status();
@@ -116,15 +164,12 @@ TEST(PlacementPool, FirstWritesColdOverwritesProbeTheHotSlot) {
   PoolStats s = (*pool)->Stats();
   EXPECT_EQ(s.user_write_bytes, 64 * kB);
   EXPECT_EQ(s.user_hot_write_bytes, 0u);
-  // Synchronous writes are one batch each: batches 64..79, of which 64 and
-  // 72 are probes (every overwrite counts as hot before a hot segment was
-  // cleaned).
   for (uint64_t b = 0; b < 16; ++b) {
     auto data = testing::Pattern(2, b * kB, kB);
     ASSERT_TRUE(vol->Write(b * kB, data).ok());
   }
   s = (*pool)->Stats();
-  EXPECT_EQ(s.user_hot_write_bytes, 16 * kB / gc::Placement::kProbeEvery);
+  EXPECT_EQ(s.user_hot_write_bytes, 0u);
   std::vector<std::byte> got(kB);
   for (uint64_t b = 0; b < 64; ++b) {
     ASSERT_TRUE(vol->Read(b * kB, got).ok());
@@ -149,7 +194,7 @@ TEST(PlacementPool, FirstWritesColdOverwritesProbeTheHotSlot) {
 // Random 4 KiB overwrites in batches of 32 on a pool filled to 70%: with
 // 80% of them on 20% of the blocks the pool switches separation on and the
 // hot slot takes most user writes; with uniform ones it stays passive and
-// the hot slot gets only probes. The data stays intact either way.
+// the hot slot gets next to nothing. The data stays intact either way.
 PoolStats RunSkewed(double hot_fraction, std::vector<uint8_t>* model, Volume** vol_out,
                     std::unique_ptr<Pool>* pool_out) {
   auto media = NewMemMedia(64 << 20);
@@ -260,8 +305,8 @@ TEST(PlacementModel, SkewedWritesCopyLessUniformWritesNoMore) {
   EXPECT_LT(utemp, usep * 1.05) << "uniform: streams " << usep << ", placement " << utemp;
 }
 
-// OpenOptions::placement pins the choice: off never uses the hot slot (not
-// even for probes), on splits batches from the first overwrite.
+// OpenOptions::placement pins the choice: off never uses the hot slot, on
+// splits batches from the first overwrite.
 TEST(PlacementPool, ModeOffNeverSeparatesModeOnAlways) {
   for (auto mode : {OpenOptions::Placement::kOff, OpenOptions::Placement::kOn}) {
     auto media = NewMemMedia(64 << 20);

@@ -277,11 +277,10 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // issue order, if it spans several slots, else nothing (the batch, left
   // as it is, goes to its one slot). Overlapping requests, and the parts
   // of one large write, always share a slot (they must keep their order;
-  // CommitJoined makes the parts one atomic unit). Batches that may not
-  // use the hot slot (passive, not a probe) are not looked up. Feeds
-  // meter_.
+  // CommitJoined makes the parts one atomic unit). While placement is
+  // passive nothing is looked up. Feeds separation_ (placement auto).
   std::vector<std::vector<Request*>> ClassifyUserBatch(std::vector<Request*>& batch);
-  // Every kMeterWindowSegments of user writes: asks meter_ whether
+  // Every kMeterWindowSegments of user writes: asks separation_ whether
   // separation pays and (placement auto) switches placement_ on or off.
   void EndMeterWindowIfDue();
   void CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot);
@@ -400,8 +399,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // OpenOptions::placement; kOn keeps placement_ active, kOff never splits.
   OpenOptions::Placement placement_mode_ = OpenOptions::Placement::kAuto;
   // Placement bookkeeping of the committer (ClassifyUserBatch).
-  gc::SeparationMeter meter_;
-  uint64_t user_batches_ = 0;
+  gc::SampledSeparation separation_;
+  uint64_t user_clock_ = 0;  // user blocks written (separation_'s time)
   uint64_t window_blocks_ = 0;
   std::chrono::steady_clock::time_point last_ckpt_;
   uint64_t last_ckpt_seq_ = 0;

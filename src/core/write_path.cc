@@ -254,11 +254,18 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
     Bno lo, hi;
     size_t req;
   };
-  const uint64_t batch_no = user_batches_++;
-  if (placement_mode_ == OpenOptions::Placement::kOff || !placement_.HotSlotOpen(batch_no)) {
-    // Off, or passive and not a probe: everything is cold, and the meter
-    // samples the probes only (the ratio it judges is the same), so the
-    // committer spends no lookup on most batches.
+  if (placement_mode_ == OpenOptions::Placement::kAuto) {
+    // The meter sees every written block (it keeps a sample of them).
+    for (const Request* r : batch)
+      for (const ReqOp& op : r->ops) {
+        if (op.type != log::OpType::kWrite) continue;
+        for (Bno k = 0; k < op.count; ++k) separation_.NoteWrite(op.vol, op.lba + k, user_clock_ + k);
+        user_clock_ += op.count;
+      }
+  }
+  if (!placement_.active()) {
+    // Off, or passive: everything is cold, and the committer spends no
+    // lookup on the batch.
     for (Request* r : batch) {
       r->slot = gc::Slot::kCold;
       window_blocks_ += r->data_blocks();
@@ -289,10 +296,8 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
         if (e.refs > 0 && e.pba != kNoBlock) {
           const auto& si = segs.at(segs.SegmentOf(e.pba));
           old = gc::OldVersion{si.mean_data_seq(), si.hot};
-          meter_.NoteOverwrite(si.hot);
         }
         r->slot = placement_.ForUserWrite(old, next_seq_);
-        if (r->slot == gc::Slot::kHot && !placement_.HotSlotOpen(batch_no)) r->slot = gc::Slot::kCold;
       }
       window_blocks_ += r->data_blocks();
     }
@@ -336,13 +341,11 @@ std::vector<std::vector<Request*>> PoolImpl::ClassifyUserBatch(std::vector<Reque
 void PoolImpl::EndMeterWindowIfDue() {
   if (window_blocks_ < kMeterWindowSegments * uint64_t(geo_.segment_blocks)) return;
   window_blocks_ = 0;
-  absl::MutexLock l(&map_mu_);
-  const auto& segs = state_->segments();
-  uint64_t live_hot = 0, live_other = 0;
-  for (uint32_t s = 0; s < segs.count(); ++s) (segs.at(s).hot ? live_hot : live_other) += segs.at(s).live;
-  if (auto pays = meter_.EndWindow(live_hot, live_other);
-      pays && placement_mode_ == OpenOptions::Placement::kAuto)
+  if (placement_mode_ != OpenOptions::Placement::kAuto) return;
+  if (auto pays = separation_.EndWindow()) {
+    absl::MutexLock l(&map_mu_);  // the cleaner reads placement_ under it
     placement_.set_active(*pays);
+  }
 }
 
 uint32_t PoolImpl::RecordBlocks(const std::vector<Request*>& b, size_t n) {

@@ -1,5 +1,7 @@
 #include "gc/placement.h"
 
+#include <algorithm>
+
 namespace ftl::gc {
 
 const char* SlotName(Slot s) {
@@ -49,6 +51,39 @@ std::optional<bool> SeparationMeter::EndWindow(uint64_t live_hot, uint64_t live_
   if (live_hot == 0 || live_other == 0) return std::nullopt;
   // (hot / live_hot) >= kMinRatio * (other / live_other)
   return double(hot) * double(live_other) >= kMinRatio * double(other) * double(live_hot);
+}
+
+SampledSeparation::SampledSeparation(uint64_t blocks) : shift_(0) {
+  while (shift_ < 40 && (blocks >> shift_) > kTargetSample) ++shift_;
+}
+
+void SampledSeparation::NoteSampled(uint32_t vol, uint64_t lba, uint64_t now) {
+  auto [it, fresh] = sampled_.try_emplace((uint64_t(vol) << 48) ^ lba);
+  Entry& e = it->second;
+  bool hot = false;
+  if (fresh) {
+    ++live_other_;  // a first write is cold
+  } else {
+    const uint64_t age = now > e.written ? now - e.written : 0;
+    meter_.NoteOverwrite(e.hot);
+    age_sum_ += age;
+    ++age_n_;
+    hot = threshold_ != 0 && age < threshold_;
+    if (hot != e.hot) {
+      if (hot) ++live_hot_, --live_other_;
+      else --live_hot_, ++live_other_;
+    }
+  }
+  e = {now, hot};
+}
+
+std::optional<bool> SampledSeparation::EndWindow() {
+  std::optional<bool> verdict = meter_.EndWindow(live_hot_, live_other_);
+  if (age_n_ >= SeparationMeter::kMinSamples) {
+    threshold_ = std::max<uint64_t>(1, age_sum_ / age_n_);
+    age_sum_ = age_n_ = 0;
+  }
+  return verdict;
 }
 
 }  // namespace ftl::gc

@@ -28,9 +28,11 @@
 // Separating costs something too: a batch of user writes becomes two
 // records (two header blocks), and one more segment is open. It pays only
 // if the hot slot really collects blocks that die sooner, so Placement is
-// active only while a SeparationMeter says so. While passive, user writes
-// go to the cold slot except for the hot ones of every kProbeEvery-th batch
-// (a probe that keeps measuring), and all relocations go to kGc.
+// active only while a SampledSeparation says so. While passive, all user
+// writes go to the cold slot and all relocations to kGc: no hot segment is
+// open (one that filled slowly would hold its unwritten space, and every
+// block of it that died meanwhile, out of the cleaner's reach: uniform
+// writes at fill 0.9 paid WA +0.16 for such probes).
 //
 // The rule was chosen with bench/greedy_sim.cc (bench/RESULTS.md, "Hot/cold
 // placement"). Pure logic, no locking: the owner serialises calls
@@ -39,6 +41,8 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace ftl::gc {
 
@@ -59,15 +63,11 @@ class Placement {
   // Lifespans of this many reclaimed hot segments are averaged.
   static constexpr uint32_t kWindow = 16;
   static constexpr uint64_t kStayHot = 4;
-  static constexpr uint64_t kProbeEvery = 8;
 
   bool active() const { return active_; }
   void set_active(bool a) { active_ = a; }
-  // Whether batch number `batch` may use the hot slot.
-  bool HotSlotOpen(uint64_t batch) const { return active_ || batch % kProbeEvery == 0; }
   // A user write at `now` replacing `old` (nullopt: the block was not
-  // mapped). The caller sends a hot one to the cold slot unless
-  // HotSlotOpen.
+  // mapped). Only asked while active.
   Slot ForUserWrite(const std::optional<OldVersion>& old, uint64_t now) const;
   // A live block the cleaner moves out of a segment (hot or not), written
   // at `data_seq`.
@@ -107,6 +107,54 @@ class SeparationMeter {
 
  private:
   uint64_t hot_ = 0, other_ = 0;
+};
+
+// The SeparationMeter's inputs without hot segments: a sample of the
+// blocks (1 in 2^shift by a hash of volume and LBA; at most about
+// kTargetSample of them, all of a small pool's) with each one's last
+// write time and class. A write of a sampled block classes the version it replaces: hot if it lived shorter than the
+// mean life of the versions replaced in the previous window (before
+// that, cold), and counts an overwrite of that class; live blocks per
+// class are the sampled blocks per class. It asks the same question as
+// the placement rule (do blocks that were overwritten young die sooner
+// again?) by age alone, which needs no hot segment to be open. Trims are
+// not seen: a trimmed sampled block counts as live until written again.
+// Time is any counter that grows with user writes. Memory: about 40 bytes
+// per sampled block.
+class SampledSeparation {
+ public:
+  static constexpr uint64_t kTargetSample = 1 << 14;
+
+  // `blocks`: the logical blocks written to (sets the sample rate).
+  explicit SampledSeparation(uint64_t blocks = 0);
+  // A user write of block `lba` of volume `vol` at time `now`.
+  void NoteWrite(uint32_t vol, uint64_t lba, uint64_t now) {
+    const uint64_t h = ((uint64_t(vol) << 48) ^ lba) * 0x9E3779B97F4A7C15ull;
+    if (shift_ != 0 && (h >> (64 - shift_)) != 0) return;
+    NoteSampled(vol, lba, now);
+  }
+  // Ends a window: the SeparationMeter's verdict (nullopt: not enough
+  // samples yet; they carry over).
+  std::optional<bool> EndWindow();
+
+  uint32_t shift() const { return shift_; }
+  uint64_t live_hot() const { return live_hot_; }
+  uint64_t live_other() const { return live_other_; }
+  uint64_t threshold() const { return threshold_; }
+
+ private:
+  struct Entry {
+    uint64_t written = 0;
+    bool hot = false;
+  };
+  void NoteSampled(uint32_t vol, uint64_t lba, uint64_t now);
+
+  uint32_t shift_;
+  absl::flat_hash_map<uint64_t, Entry> sampled_;
+  SeparationMeter meter_;
+  uint64_t live_hot_ = 0, live_other_ = 0;
+  uint64_t threshold_ = 0;  // 0: nothing measured yet (all cold)
+  uint64_t age_sum_ = 0, age_n_ = 0;
 };
 
 }  // namespace ftl::gc
