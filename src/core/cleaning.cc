@@ -13,7 +13,12 @@
 
 namespace ftl::core {
 namespace {
-constexpr uint32_t kRelocChunkBlocks = 256;
+// Relocated blocks per record: as many as one header block describes
+// (RELOC takes 28 bytes a block after the 64-byte fixed header and its own
+// 5 bytes; log/log_format.h). 256 took two header blocks per record, and
+// header blocks are dead space in every segment the cleaner writes.
+constexpr uint32_t kRelocChunkBlocks = (log::kBlock - log::kRecordFixedBytes - 5) / 28;
+static_assert(kRelocChunkBlocks == 143);
 }
 
 uint32_t PoolImpl::FreeSegments() {

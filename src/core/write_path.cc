@@ -145,7 +145,11 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
     const auto& info = segs.at(open_seg_[si]);
     if (geo_.segment_blocks - info.write_ptr >= blocks) return true;
   }
-  uint32_t reserve = stream == log::Stream::kUser ? kGcReserveSegments : 0;
+  // Users leave free segments to the cleaner: one for each relocation
+  // slot in use (a victim's live blocks fit the rest of a slot's open
+  // segment and one more).
+  uint32_t reserve = 0;
+  if (stream == log::Stream::kUser) reserve = placement_.active() ? kGcReserveSegments : 1;
   uint32_t opened = UINT32_MAX;
   {
     absl::MutexLock l(&map_mu_);
@@ -452,7 +456,18 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
       }
     }
     if (fit == 0) {
-      if (!EnsureRoom(slot, stream, need(batch, 1))) {
+      bool room = EnsureRoom(slot, stream, need(batch, 1));
+      if (!room && stream == log::Stream::kRelocation && slot == gc::Slot::kHotGc) {
+        // The writers' reserve holds one segment for the cleaner while
+        // placement is passive; if placement turned active since, hot
+        // relocations join the others rather than fail.
+        slot = gc::Slot::kGc;
+        si = int(slot);
+        for (Request* r : batch) r->slot = slot;
+        fit = fitting();
+        room = fit > 0 || EnsureRoom(slot, stream, need(batch, 1));
+      }
+      if (!room) {
         bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
         bool closing;
         {

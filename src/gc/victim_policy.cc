@@ -12,8 +12,11 @@ VictimChoice PickVictim(const VictimInput& in) {
   VictimChoice out;
   double best = -1, best_blocked = -1;
   for (const SegmentView& s : in.full) {
-    // Cleaning must free more than the relocation's own header costs.
-    if (s.live + 2 > in.segment_blocks) continue;
+    // Cleaning must free more than the relocation's own headers cost (one
+    // header block per ~143 blocks, one more where a segment ends), and the
+    // live blocks must fit one segment even then: the writers leave the
+    // cleaner one free segment per relocation slot.
+    if (s.live + s.live / 128 + 2 > in.segment_blocks) continue;
     out.reclaimable = true;
     uint64_t age = in.now_seq > s.sealed_seq ? in.now_seq - s.sealed_seq : 0;
     double score = s.live == 0 ? 1e300 : CostBenefit(s.live, in.segment_blocks, age);
