@@ -258,10 +258,10 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     go.measure = z.measure;
     const double greedy = RunGreedy(go).write_amplification();
     // The same greedy cleaner writing the engine's record headers: one
-    // header block per batch of 32 user writes and per 143 relocated
+    // header block per batch of 32 user writes and per 200 relocated
     // blocks (2 free segments: one relocation may need two).
     go.user_record_blocks = 32;
-    go.reloc_record_blocks = 143;
+    go.reloc_record_blocks = 200;
     go.reserve_segments = 2;
     const double greedy_hdr = RunGreedy(go).write_amplification();
     go.user_record_blocks = go.reloc_record_blocks = 0;

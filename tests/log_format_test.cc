@@ -62,6 +62,66 @@ TEST(LogFormat, RecordHeaderRoundTrip) {
   EXPECT_TRUE(d->joined);
 }
 
+// RELOC packs (RELOCP, 20 bytes a block) when its blocks share a volume and
+// their data seqs lie within 2^32; otherwise it keeps the 28-byte form.
+// Both decode to the same blocks, and OpPayloadBytes says what the encoder
+// writes.
+TEST(LogFormat, RelocPacksWhenItCanAndRoundTripsEitherWay) {
+  auto round_trip = [](const std::vector<RelocBlock>& blocks, size_t want_payload) {
+    RecordHeader h;
+    h.seq = 1ull << 40;
+    h.stream = Stream::kRelocation;
+    Op r;
+    r.type = OpType::kReloc;
+    r.reloc.blocks = blocks;
+    h.ops = {r};
+    EXPECT_EQ(OpPayloadBytes(r), want_payload);
+    std::vector<std::byte> buf(2 * kBlock);
+    EncodeRecordHeader(h, buf);
+    EXPECT_EQ(h.header_blocks, HeaderBlocksFor(want_payload));
+    auto d = DecodeRecordHeader(std::span(buf).first(h.header_blocks * kBlock));
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_EQ(d->ops.size(), 1u);
+    ASSERT_EQ(d->ops[0].type, OpType::kReloc);
+    const auto& got = d->ops[0].reloc.blocks;
+    ASSERT_EQ(got.size(), blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_EQ(got[i].vba, blocks[i].vba) << i;
+      EXPECT_EQ(got[i].src_pba, blocks[i].src_pba) << i;
+      EXPECT_EQ(got[i].csum, blocks[i].csum) << i;
+      EXPECT_EQ(got[i].data_seq, blocks[i].data_seq) << i;
+      EXPECT_EQ(got[i].vol, blocks[i].vol) << i;
+      EXPECT_EQ(got[i].lba, blocks[i].lba) << i;
+    }
+  };
+  std::vector<RelocBlock> one_vol;
+  for (uint32_t i = 0; i < 200; ++i)
+    one_vol.push_back({1000 + i, 50000 + i, 0xABC00000u + i, (1ull << 36) + 7 * i, 2, 9000 - i});
+  // 200 packed blocks fill exactly one header block.
+  round_trip(one_vol, 17 + 20 * 200);
+  EXPECT_EQ(HeaderBlocksFor(17 + 20 * 200), 1u);
+  // Data seqs exactly 2^32 - 1 apart still pack; 2^32 apart do not.
+  auto wide = one_vol;
+  wide[5].data_seq = wide[0].data_seq + UINT32_MAX;
+  round_trip(wide, 17 + 20 * 200);
+  wide[5].data_seq = wide[0].data_seq + (1ull << 32);
+  round_trip(wide, 5 + 28 * 200);
+  // Two volumes: the unpacked form.
+  auto mixed = one_vol;
+  mixed[199].vol = 3;
+  round_trip(mixed, 5 + 28 * 200);
+  // A packed op next to other ops decodes in order.
+  RecordHeader h = SampleHeader();
+  h.ops[2].reloc.blocks = {one_vol.begin(), one_vol.begin() + 3};
+  std::vector<std::byte> buf(kBlock);
+  EncodeRecordHeader(h, buf);
+  auto d = DecodeRecordHeader(buf);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->ops.size(), 3u);
+  EXPECT_EQ(d->ops[2].reloc.blocks[2].data_seq, one_vol[2].data_seq);
+  EXPECT_EQ(d->ops[1].trim.count, 12u);
+}
+
 TEST(LogFormat, NoteOpsRoundTrip) {
   RecordHeader h;
   h.seq = 7;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "log/log_format.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -154,6 +155,34 @@ TEST_F(PoolTest, UncleanReopenRollsForward) {
   Reopen(/*clean=*/false);
   EXPECT_NE(pool_->OpenReport().find("rolled forward"), std::string::npos) << pool_->OpenReport();
   EXPECT_EQ(ReadBack(0, data.size()), data);
+}
+
+// A pool of an older format version opens, keeps its data and is
+// upgraded (records from now on may carry ops the old version lacks, such
+// as packed RELOCs in version 4).
+TEST_F(PoolTest, OlderFormatOpensAndIsUpgraded) {
+  auto data = Pattern(9, 0, 1 << 20);
+  ASSERT_TRUE(vol_->Write(0, data).ok());
+  ASSERT_TRUE(pool_->Close().ok());
+  pool_.reset();
+  for (uint64_t off : {uint64_t(0), uint64_t(log::kBlock)}) {
+    std::vector<std::byte> block(log::kBlock);
+    ASSERT_TRUE(media_->Read(off, block).ok());
+    auto sb = log::DecodeSuperblock(block);
+    ASSERT_TRUE(sb.ok()) << sb.status();
+    sb->format_version = 3;
+    std::vector<std::byte> enc = log::EncodeSuperblock(*sb);
+    enc.resize(log::kBlock);
+    ASSERT_TRUE(media_->Write(off, enc).ok());
+  }
+  auto p = Pool::Open(media_, QuietOpen());
+  ASSERT_TRUE(p.ok()) << p.status();
+  pool_ = std::move(*p);
+  vol_ = pool_->PrimaryVolume();
+  EXPECT_EQ(pool_->geometry().format_version, log::kFormatVersion);
+  EXPECT_EQ(ReadBack(0, data.size()), data);
+  Reopen(true);
+  EXPECT_EQ(pool_->geometry().format_version, log::kFormatVersion);
 }
 
 TEST_F(PoolTest, OpenRejectsUnformattedMedia) {

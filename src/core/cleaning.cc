@@ -2,6 +2,7 @@
 // Relocation only changes the VBA table, by compare-and-set from the old
 // PBA (a copy that lost its race to a user overwrite is simply dead).
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -14,11 +15,12 @@
 namespace ftl::core {
 namespace {
 // Relocated blocks per record: as many as one header block describes
-// (RELOC takes 28 bytes a block after the 64-byte fixed header and its own
-// 5 bytes; log/log_format.h). 256 took two header blocks per record, and
-// header blocks are dead space in every segment the cleaner writes.
-constexpr uint32_t kRelocChunkBlocks = (log::kBlock - log::kRecordFixedBytes - 5) / 28;
-static_assert(kRelocChunkBlocks == 143);
+// (a packed RELOC takes 20 bytes a block after the 64-byte fixed header
+// and its own 17 bytes; log/log_format.h). Header blocks are dead space in
+// every segment the cleaner writes. A chunk that cannot be packed (blocks
+// of several volumes) takes two header blocks.
+constexpr uint32_t kRelocChunkBlocks = (log::kBlock - log::kRecordFixedBytes - 17) / 20;
+static_assert(kRelocChunkBlocks == 200);
 }
 
 uint32_t PoolImpl::FreeSegments() {
@@ -199,6 +201,10 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     for (size_t k = 0; k < live.size(); ++k)
       order[int(placement_.ForRelocation(from_hot, live[k].data_seq, now))].push_back(k);
   }
+
+  // A chunk of one volume's blocks packs (log/log_format.h: RELOCP).
+  for (auto& ks : order)
+    std::stable_sort(ks.begin(), ks.end(), [&](size_t a, size_t b) { return live[a].vol < live[b].vol; });
 
   // Relocate in chunks of one slot; data is gathered into one buffer per chunk.
   struct Pending {

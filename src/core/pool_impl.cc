@@ -66,7 +66,7 @@ size_t Request::payload_bytes() const {
     switch (op.type) {
       case log::OpType::kWrite: n += 13 + 8 * size_t(op.count); break;
       case log::OpType::kTrim: n += 13; break;
-      case log::OpType::kReloc: n += 5 + 28 * op.reloc.size(); break;
+      case log::OpType::kReloc: n += log::RelocPayloadBytes(op.reloc); break;
       default: n += log::OpPayloadBytes(op.note); break;
     }
   }

@@ -444,9 +444,11 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
         data += batch[i]->data_blocks();
         payload += batch[i]->payload_bytes();
       }
-      const bool reloc = batch[fit]->ops[0].type == log::OpType::kReloc;
+      const ReqOp& head = batch[fit]->ops[0];
+      const bool reloc = head.type == log::OpType::kReloc;
       auto fits = [&](Bno n) {
-        size_t p = payload + (reloc ? 5 + 28 * size_t(n) : 13 + 8 * size_t(n));
+        size_t p = payload + (reloc ? log::RelocPayloadBytes(std::span(head.reloc).first(n))
+                                    : 13 + 8 * size_t(n));
         return data + n + log::HeaderBlocksFor(p) <= room &&
                log::HeaderBlocksFor(p) <= log::kMaxHeaderBlocks;
       };

@@ -1,5 +1,7 @@
 #include "log/log_format.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <random>
 
@@ -114,7 +116,7 @@ size_t OpPayloadBytes(const Op& op) {
   switch (op.type) {
     case OpType::kWrite: return 13 + 8 * op.write.vba.size();
     case OpType::kTrim: return 13;
-    case OpType::kReloc: return 5 + 28 * op.reloc.blocks.size();
+    case OpType::kReloc: return RelocPayloadBytes(op.reloc.blocks);
     case OpType::kTree: return 1 + 4 + 4 + 1 + 1 + 8 + 2 + op.tree.name.size();
     case OpType::kDrop: return 5;
     case OpType::kRollback: return 9;
@@ -126,10 +128,36 @@ size_t OpPayloadBytes(const Op& op) {
 
 namespace {
 constexpr size_t kCsumOffset = 52;
+// Wire type of a packed RELOC (decodes to OpType::kReloc).
+constexpr uint8_t kRelocPackedWire = 9;
+
+// Whether the blocks can be packed (one volume, data seqs within 2^32);
+// sets *base to the lowest data seq.
+bool RelocPackable(std::span<const RelocBlock> blocks, uint64_t* base) {
+  if (blocks.empty()) return false;
+  uint64_t lo = blocks[0].data_seq, hi = lo;
+  for (const RelocBlock& b : blocks) {
+    if (b.vol != blocks[0].vol) return false;
+    lo = std::min(lo, b.data_seq);
+    hi = std::max(hi, b.data_seq);
+  }
+  *base = lo;
+  return hi - lo <= UINT32_MAX;
+}
+}  // namespace
+
+size_t RelocPayloadBytes(std::span<const RelocBlock> blocks) {
+  uint64_t base;
+  return RelocPackable(blocks, &base) ? 17 + 20 * blocks.size() : 5 + 28 * blocks.size();
+}
+
+namespace {
 
 void EncodeOps(const std::vector<Op>& ops, Encoder& e) {
   for (const Op& op : ops) {
-    e.U8(uint8_t(op.type));
+    uint64_t base = 0;
+    const bool packed = op.type == OpType::kReloc && RelocPackable(op.reloc.blocks, &base);
+    e.U8(packed ? kRelocPackedWire : uint8_t(op.type));
     switch (op.type) {
       case OpType::kWrite:
         e.U32(op.write.vol);
@@ -147,6 +175,18 @@ void EncodeOps(const std::vector<Op>& ops, Encoder& e) {
         break;
       case OpType::kReloc:
         e.U32(uint32_t(op.reloc.blocks.size()));
+        if (packed) {
+          e.U32(op.reloc.blocks[0].vol);
+          e.U64(base);
+          for (const RelocBlock& b : op.reloc.blocks) {
+            e.U32(b.vba);
+            e.U32(b.src_pba);
+            e.U32(b.csum);
+            e.U32(b.lba);
+            e.U32(uint32_t(b.data_seq - base));
+          }
+          break;
+        }
         for (const RelocBlock& b : op.reloc.blocks) {
           e.U32(b.vba);
           e.U32(b.src_pba);
@@ -193,7 +233,8 @@ absl::Status DecodeOps(Decoder& d, std::vector<Op>* ops, uint32_t data_blocks) {
   uint64_t consumed = 0;
   while (d.remaining() > 0) {
     Op op;
-    op.type = OpType(d.U8());
+    const uint8_t wire = d.U8();
+    op.type = wire == kRelocPackedWire ? OpType::kReloc : OpType(wire);
     switch (op.type) {
       case OpType::kWrite: {
         op.write.vol = d.U32();
@@ -216,6 +257,22 @@ absl::Status DecodeOps(Decoder& d, std::vector<Op>* ops, uint32_t data_blocks) {
         break;
       case OpType::kReloc: {
         uint32_t n = d.U32();
+        if (wire == kRelocPackedWire) {
+          const uint32_t vol = d.U32();
+          const uint64_t base = d.U64();
+          if (!d.ok() || n > d.remaining() / 20) return absl::DataLossError("bad RELOCP op");
+          op.reloc.blocks.resize(n);
+          for (RelocBlock& b : op.reloc.blocks) {
+            b.vba = d.U32();
+            b.src_pba = d.U32();
+            b.csum = d.U32();
+            b.lba = d.U32();
+            b.data_seq = base + d.U32();
+            b.vol = vol;
+          }
+          consumed += n;
+          break;
+        }
         if (!d.ok() || n > d.remaining() / 28) return absl::DataLossError("bad RELOC op");
         op.reloc.blocks.resize(n);
         for (RelocBlock& b : op.reloc.blocks) {

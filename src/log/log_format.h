@@ -32,6 +32,9 @@
 //                | TRIM   u8=2 | vol u32 | lba u32 | count u32
 //                | RELOC  u8=3 | count u32 | (vba u32 | src_pba u32 | csum u32
 //                           | data_seq u64 | vol u32 | lba u32){count}
+//                | RELOCP u8=9 | count u32 | vol u32 | base_seq u64
+//                           | (vba u32 | src_pba u32 | csum u32 | lba u32
+//                           | seq_delta u32){count}             (format >= 4)
 //                | TREE   u8=4 | id u32 | src u32 | kind u8 | flags u8
 //                           | time_ns u64 | name string      (format >= 2)
 //                | DROP   u8=5 | id u32
@@ -61,6 +64,10 @@
 // A RELOC block is a copy made by the cleaner of vba's data from src_pba;
 // data_seq is the seq of the record that wrote the data originally, and
 // vol/lba is that write's identity (for a rebuild from the log alone).
+// RELOCP is the same op packed (20 bytes a block instead of 28, so that one
+// header block describes 200 blocks): all its blocks share vol, and
+// data_seq = base_seq + seq_delta. Both decode to OpType::kReloc; the
+// encoder packs whenever the blocks allow it.
 
 #include <array>
 #include <cstddef>
@@ -77,7 +84,7 @@ namespace ftl::log {
 using Bno = uint32_t;  // a block number: lba, vba or pba (16 TiB at 4 KiB)
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
 // no JOINED records; opening upgrades the superblock).
 inline constexpr uint32_t kOldestFormatVersion = 1;
@@ -215,6 +222,8 @@ struct RecordHeader {
 
 // Payload bytes an op adds to a header.
 size_t OpPayloadBytes(const Op& op);
+// Payload bytes of a RELOC op of these blocks (packed when they allow it).
+size_t RelocPayloadBytes(std::span<const RelocBlock> blocks);
 // Header blocks needed for `payload_bytes` of ops.
 inline uint32_t HeaderBlocksFor(size_t payload_bytes) {
   return uint32_t((kRecordFixedBytes + payload_bytes + kBlock - 1) / kBlock);
