@@ -115,6 +115,11 @@ TEST(SampledSeparation, LargePoolsAreSampled) {
   EXPECT_GT(big.live_other(), 2u);
   EXPECT_LT(big.live_other(), 64u);
   EXPECT_EQ(gc::SampledSeparation(1000).shift(), 0u);
+  // Many volumes at the same rate: the sample stops growing at the cap.
+  gc::SampledSeparation small(1000);
+  for (uint32_t vol = 0; vol < 100; ++vol)
+    for (uint64_t b = 0; b < 1000; ++b) small.NoteWrite(vol, b, b);
+  EXPECT_EQ(small.live_hot() + small.live_other(), gc::SampledSeparation::kMaxSampled);
 }
 
 TEST(SeparationMeter, PaysWhenHotBlocksAreOverwrittenTwiceAsOften) {

@@ -58,7 +58,11 @@ SampledSeparation::SampledSeparation(uint64_t blocks) : shift_(0) {
 }
 
 void SampledSeparation::NoteSampled(uint32_t vol, uint64_t lba, uint64_t now) {
-  auto [it, fresh] = sampled_.try_emplace((uint64_t(vol) << 48) ^ lba);
+  const uint64_t key = (uint64_t(vol) << 48) ^ lba;
+  // Many volumes (clones, snapshots made writable) could grow the sample
+  // past its size; blocks beyond the cap are not followed.
+  if (sampled_.size() >= kMaxSampled && !sampled_.contains(key)) return;
+  auto [it, fresh] = sampled_.try_emplace(key);
   Entry& e = it->second;
   bool hot = false;
   if (fresh) {

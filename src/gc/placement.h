@@ -124,6 +124,8 @@ class SeparationMeter {
 class SampledSeparation {
  public:
   static constexpr uint64_t kTargetSample = 1 << 14;
+  // Hard cap on followed blocks (several volumes share the rate).
+  static constexpr size_t kMaxSampled = 4 * kTargetSample;
 
   // `blocks`: the logical blocks written to (sets the sample rate).
   explicit SampledSeparation(uint64_t blocks = 0);
