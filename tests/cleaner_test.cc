@@ -100,6 +100,14 @@ class FakeHost : public CleanerHost {
     return absl::OkStatus();
   }
   void SpaceAvailable() override {}
+  uint32_t SlackSegments() override {
+    absl::MutexLock l(&mu_);
+    return slack_;
+  }
+  void set_slack(uint32_t v) {
+    absl::MutexLock l(&mu_);
+    slack_ = v;
+  }
   void CleanerFailed(const absl::Status&) override {
     absl::MutexLock l(&mu_);
     ++failures_;
@@ -131,6 +139,7 @@ class FakeHost : public CleanerHost {
   uint32_t carry_ = 0, cleaned_ = 0, checkpoints_ = 0, failures_ = 0, unreleased_ = 0,
            releases_ = 0;
   uint64_t gate_ = 1000;
+  uint32_t slack_ = 0;
   bool steal_ = false;
 };
 
@@ -142,6 +151,22 @@ bool Eventually(F pred) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return pred();
+}
+
+// With plenty of space the host asks for slack: the cleaner starts that
+// many segments earlier and stops twice that many later.
+TEST(Cleaner, SlackRaisesBothWatermarks) {
+  FakeHost host(100, 20, 50);
+  host.set_slack(3);
+  CleanerOptions o{.low_watermark = 8, .high_watermark = 12, .critical = 4};
+  Cleaner c(&host, o);
+  c.Start();
+  host.Consume(10);  // 10 free: above 8, below 8 + 3
+  c.Kick();
+  ASSERT_TRUE(Eventually([&] { return host.FreeSegments() >= 18; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(host.FreeSegments(), 18u);  // 12 + 2 * 3
+  c.Stop();
 }
 
 TEST(Cleaner, StartsBelowLowWatermarkAndStopsAtHigh) {

@@ -193,6 +193,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   // gc::CleanerHost
   uint32_t FreeSegments() override;
+  uint32_t SlackSegments() override;
   gc::VictimInput Candidates() override;
   absl::StatusOr<uint32_t> CleanSegment(uint32_t seg) override;
   absl::Status ReleaseCleaned() override;

@@ -113,7 +113,8 @@ void Cleaner::Loop() {
       kicked_ = false;
       if (halted_) continue;
     }
-    if (host_->FreeSegments() >= opts_.low_watermark) {
+    const uint32_t slack = host_->SlackSegments();
+    if (host_->FreeSegments() >= opts_.low_watermark + slack) {
       host_->SpaceAvailable();
       // Idle time: give freed segments back to the device (trim).
       host_->DiscardIdle(2);
@@ -121,7 +122,7 @@ void Cleaner::Loop() {
     }
     running_ = true;
     absl::MutexLock run(&run_mu_);
-    while (host_->FreeSegments() + unreleased_ < opts_.high_watermark) {
+    while (host_->FreeSegments() + unreleased_ < opts_.high_watermark + 2 * slack) {
       {
         absl::MutexLock l(&mu_);
         if (stop_ || halted_) break;

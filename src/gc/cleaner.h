@@ -2,7 +2,9 @@
 // Cleaner: the background thread that keeps free segments available. It
 // wakes when free segments fall below the low watermark (or on Kick), picks
 // victims by cost-benefit, asks its host to relocate their live blocks and
-// stops at the high watermark. Outside emergencies (free <= critical) it
+// stops at the high watermark (raised by the host's SlackSegments, the
+// high one twice as much).
+// Outside emergencies (free <= critical) it
 // rate-limits itself so foreground I/O keeps its latency. Halt()/Resume()
 // pause it. Thread-safe.
 
@@ -41,6 +43,10 @@ class CleanerHost {
   // for space may go on. (A writer can find the device full just before a
   // release and block just after it; this makes sure it is not left waiting.)
   virtual void SpaceAvailable() = 0;
+  // Free segments to keep on top of the watermarks because space is
+  // plentiful (little live data): cleaning ahead then costs no write
+  // amplification and lets releases share one media sync.
+  virtual uint32_t SlackSegments() { return 0; }
 };
 
 struct CleanerOptions {
