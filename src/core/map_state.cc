@@ -57,20 +57,44 @@ namespace {
 constexpr Bno kMirrorMinExtent = 16;
 }  // namespace
 
+const map::ExtentLookup* MapState::TakeLookup(uint32_t vol, const map::ExtentTree& tree, Bno lba) {
+  if (vol != lookups_vol_ || tree.version() != lookups_version_) return nullptr;
+  // PlanWrite is called in the order of PrefetchWrites' list, some calls
+  // left out (refused requests): the next match is at or after the cursor.
+  for (size_t k = lookups_next_; k < lookup_lbas_.size(); ++k) {
+    if (lookup_lbas_[k] == lba) {
+      lookups_next_ = k + 1;
+      return &lookups_[k];
+    }
+  }
+  return nullptr;
+}
+
 void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   VolumeMeta* v = volume(vol);
   size_t base = out->size();
   out->resize(base + n, kNoBlock);
   Bno need = 0;
+  // The extent holding the block looked at last, and its path's
+  // exclusivity: the next blocks of a multi-block write that fall in the
+  // same extent (one leaf, so one path) need no descent of their own.
+  map::ExtentLookup found;
+  bool valid = false;  // found holds block lba + i
+  if (const map::ExtentLookup* hint = TakeLookup(vol, v->tree, lba)) {
+    found = *hint;
+    valid = true;
+  }
   for (Bno i = 0; i < n; ++i) {
-    bool exclusive = false;
-    const map::Extent e = v->tree.LookupExtentExclusive(lba + i, &exclusive);
+    const Bno b = lba + i;
+    if (!valid) found.e = v->tree.LookupExtentExclusive(b, &found.exclusive);
+    const map::Extent e = found.e;
+    valid = e.len > 0 && b + 1 < e.end();
     if (e.len == 0) {
       ++need;
       continue;
     }
-    const Bno cur = e.vba + (lba + i - e.lba);
-    if (exclusive && vbas_.Get(cur).refs == 1) {
+    const Bno cur = e.vba + (b - e.lba);
+    if (found.exclusive && vbas_.Get(cur).refs == 1) {
       (*out)[base + i] = cur;
       continue;
     }
@@ -102,15 +126,29 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   }
 }
 
-void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const {
+void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) {
+  lookups_vol_ = kNoTree;
   const VolumeMeta* v = volume(vol);
   if (!v) return;
-  v->tree.PrefetchPaths(lbas.data(), lbas.size());
-  // Then the VBA table entries PlanWrite will read: the leaves are on
-  // their way, so these lookups wait about once for all of them.
-  for (Bno lba : lbas) {
-    const Bno cur = v->tree.LookupOne(lba);
-    if (cur != kNoBlock) vbas_.Prefetch(cur);
+  lookup_lbas_ = lbas;
+  lookups_.resize(lbas.size());
+  v->tree.LookupExtents(lbas.data(), lbas.size(), lookups_.data());
+  lookups_vol_ = vol;
+  lookups_version_ = v->tree.version();
+  lookups_next_ = 0;
+  // Then start loading the VBA-table entries PlanWrite will read.
+  for (size_t k = 0; k < lbas.size(); ++k) {
+    const map::Extent& e = lookups_[k].e;
+    if (e.len > 0) vbas_.Prefetch(e.vba + (lbas[k] - e.lba));
+  }
+}
+
+void MapState::PrefetchPlanned() const {
+  for (size_t k = 0; k < lookups_.size(); ++k) {
+    const map::ExtentLookup& l = lookups_[k];
+    if (l.parent) map::PrefetchNode(l.parent);
+    if (l.leaf) map::PrefetchNode(l.leaf);
+    if (l.e.len > 0) vbas_.Prefetch(l.e.vba + (lookup_lbas_[k] - l.e.lba));
   }
 }
 

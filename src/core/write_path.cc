@@ -692,6 +692,7 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
     std::optional<absl::MutexLock> meta;
     if (catalog) meta.emplace(&tree_meta_mu_);
     absl::MutexLock l(&map_mu_);
+    if (prefetch_lbas_.size() > 1) state_->PrefetchPlanned();
     state_->ApplyRecord(h, pba);
     auto& info = state_->segments().at(seg);
     if (geo_.segment_blocks - info.write_ptr < 2) {
