@@ -347,9 +347,13 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
     Bno key;
     Node* kid;
   };
+  // The rebuilt child list; its unchanged prefix [0, i) is copied only
+  // when the common in-place cases below do not apply.
   Slot tmp[kInnerCap + 3];
   int n = 0;
-  for (int k = 0; k < i; ++k) tmp[n++] = {in->key[k], in->kid[k]};
+  auto copy_prefix = [&] {
+    for (int k = 0; k < i; ++k) tmp[n++] = {in->key[k], in->kid[k]};
+  };
   auto add_child = [&](Bno key, Node* kid, Split split) {
     if (kid->count > 0) {
       tmp[n++] = {key, kid};
@@ -376,9 +380,11 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
       ++in->count;
       return {};
     }
+    copy_prefix();
     add_child(in->key[i], kid, s);
   } else {
     Split si = AssignIn(&in->kid[i], lo, hi, vba, insert);
+    copy_prefix();
     add_child(in->key[i], in->kid[i], si);
     for (int k = i + 1; k < j; ++k) {
       mapped_ -= CountMapped(in->kid[k]);
