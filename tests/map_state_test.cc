@@ -1,4 +1,4 @@
-// MapState::PlanWrite with and without PrefetchWrites' lookups: the plan
+// MapState::PlanWrite with and without LookupWrites' lookups: the plan
 // must not depend on whether, or how long ago, the committer looked the
 // blocks up first.
 
@@ -78,7 +78,7 @@ TEST(MapStatePlanWrite, LookupsAheadChangeNothing) {
     std::vector<bool> none(ws.size(), false), some(ws.size(), false);
     for (size_t i = 0; i < ws.size(); i += 7) some[i] = true;  // refused requests
     for (const auto* skip : {&none, &some}) {
-      a->PrefetchWrites(kVol, Lbas(ws));
+      a->LookupWrites(kVol, Lbas(ws));
       EXPECT_EQ(Plan(a.get(), ws, *skip), Plan(b.get(), ws, *skip)) << seed;
     }
   }
@@ -88,7 +88,7 @@ TEST(MapStatePlanWrite, LookupsGoStaleWhenTheTreeChanges) {
   auto a = Build(), b = Build();
   std::vector<Write> ws = Batch(9);
   std::vector<bool> none(ws.size(), false);
-  a->PrefetchWrites(kVol, Lbas(ws));
+  a->LookupWrites(kVol, Lbas(ws));
   // Remap every written block to a private VBA in both: a stale lookup
   // would plan a new VBA (or the old one) instead of reusing the new one.
   for (MapState* s : {a.get(), b.get()}) {
@@ -110,12 +110,12 @@ TEST(MapStatePlanWrite, LookupsGoStaleWhenTheTreeIsShared) {
   v->tree.Assign(100, 8, vbas[0]);
   std::vector<Write> ws = {{100, 8}, {104, 1}};
   std::vector<bool> none(ws.size(), false);
-  a->PrefetchWrites(kVol, Lbas(ws));
+  a->LookupWrites(kVol, Lbas(ws));
   auto before = Plan(a.get(), ws, none);
   EXPECT_EQ(before[0], std::vector<Bno>(vbas.begin(), vbas.end()));
   // Looked up again, then a snapshot shares the path: the blocks must get
   // new VBAs, or writing them would change the snapshot.
-  a->PrefetchWrites(kVol, Lbas(ws));
+  a->LookupWrites(kVol, Lbas(ws));
   VolumeMeta* snap = a->AddVolume(3, "snap2", kBlocks);
   snap->tree = v->tree.Share();
   auto after = Plan(a.get(), ws, none);

@@ -59,7 +59,7 @@ constexpr Bno kMirrorMinExtent = 16;
 
 const map::ExtentLookup* MapState::TakeLookup(uint32_t vol, const map::ExtentTree& tree, Bno lba) {
   if (vol != lookups_vol_ || tree.version() != lookups_version_) return nullptr;
-  // PlanWrite is called in the order of PrefetchWrites' list, some calls
+  // PlanWrite is called in the order of LookupWrites' list, some calls
   // left out (refused requests): the next match is at or after the cursor.
   for (size_t k = lookups_next_; k < lookup_lbas_.size(); ++k) {
     if (lookup_lbas_[k] == lba) {
@@ -83,6 +83,9 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   if (const map::ExtentLookup* hint = TakeLookup(vol, v->tree, lba)) {
     found = *hint;
     valid = true;
+    planned_.push_back(int32_t(hint - lookups_.data()));
+  } else {
+    planned_.push_back(-1);
   }
   for (Bno i = 0; i < n; ++i) {
     const Bno b = lba + i;
@@ -126,7 +129,7 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   }
 }
 
-void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) {
+void MapState::LookupWrites(uint32_t vol, const std::vector<Bno>& lbas) {
   lookups_vol_ = kNoTree;
   const VolumeMeta* v = volume(vol);
   if (!v) return;
@@ -143,16 +146,17 @@ void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) {
   }
 }
 
-void MapState::PrefetchPlanned() const {
-  for (size_t k = 0; k < lookups_.size(); ++k) {
-    const map::ExtentLookup& l = lookups_[k];
-    if (l.parent) map::PrefetchNode(l.parent);
-    if (l.leaf) map::PrefetchNode(l.leaf);
-    if (l.e.len > 0) vbas_.Prefetch(l.e.vba + (lookup_lbas_[k] - l.e.lba));
-  }
+void MapState::PrefetchForApply(const log::WriteOp& w, int32_t lookup) const {
+  if (!w.vba.empty()) vbas_.Prefetch(w.vba[0]);
+  if (lookup < 0 || size_t(lookup) >= lookups_.size()) return;
+  const map::ExtentLookup& l = lookups_[size_t(lookup)];
+  if (l.parent) map::PrefetchNode(l.parent);
+  if (l.leaf) map::PrefetchNode(l.leaf);
+  if (l.e.len > 0 && l.e.lba <= w.lba && w.lba < l.e.end()) vbas_.Prefetch(l.e.vba + (w.lba - l.e.lba));
 }
 
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {
+  planned_.clear();
   for (Bno v : planned) {
     if (v != kNoBlock && vbas_.InRange(v) && vbas_.Get(v).refs == 0) {
       // Allocated but never referenced: give it back.
@@ -166,9 +170,24 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
   uint32_t seg = segs_.SegmentOf(pba);
   log::SegmentInfo& si = segs_.at(seg);
   Bno data = pba + h.header_blocks;
+  // The record PlanWrite planned last (the committer applies it right
+  // after writing it): prefetch each write's path a few writes ahead.
+  constexpr size_t kAhead = 3;
+  std::vector<const log::WriteOp*>& writes = apply_writes_;
+  writes.clear();
+  if (!planned_.empty()) {
+    for (const log::Op& op : h.ops)
+      if (op.type == log::OpType::kWrite) writes.push_back(&op.write);
+    if (writes.size() != planned_.size()) writes.clear();
+    for (size_t k = 0; k < std::min(kAhead, writes.size()); ++k) PrefetchForApply(*writes[k], planned_[k]);
+  }
+  size_t next_write = 0;
   for (const log::Op& op : h.ops) {
     switch (op.type) {
       case log::OpType::kWrite:
+        if (next_write + kAhead < writes.size())
+          PrefetchForApply(*writes[next_write + kAhead], planned_[next_write + kAhead]);
+        ++next_write;
         ApplyWrite(op.write, data, h.seq, mode);
         si.data_seq_sum += h.seq * op.write.vba.size();
         si.data_count += uint32_t(op.write.vba.size());
@@ -190,6 +209,7 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
     }
     data += op.data_blocks();
   }
+  planned_.clear();
   Bno end_in_seg = pba + h.header_blocks + h.data_blocks - segs_.FirstBlock(seg);
   si.write_ptr = std::max(si.write_ptr, end_in_seg);
   si.max_seq = std::max(si.max_seq, h.seq);
