@@ -150,7 +150,6 @@ void MapState::PrefetchForApply(const log::WriteOp& w, int32_t lookup) const {
   if (!w.vba.empty()) vbas_.Prefetch(w.vba[0]);
   if (lookup < 0 || size_t(lookup) >= lookups_.size()) return;
   const map::ExtentLookup& l = lookups_[size_t(lookup)];
-  if (l.parent) map::PrefetchNode(l.parent);
   if (l.leaf) map::PrefetchNode(l.leaf);
   if (l.e.len > 0 && l.e.lba <= w.lba && w.lba < l.e.end()) vbas_.Prefetch(l.e.vba + (w.lba - l.e.lba));
 }

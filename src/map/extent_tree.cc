@@ -535,7 +535,6 @@ void ExtentTree::LookupExtents(const Bno* lbas, size_t n, ExtentLookup* out) con
         const Inner* in = static_cast<const Inner*>(node);
         const Node* kid = in->kid[ChildFor(in, lba)];
         PrefetchNode(kid);
-        out[base + k].parent = node;
         cur[k] = kid;
         deeper = true;
       }

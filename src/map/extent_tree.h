@@ -46,10 +46,9 @@ struct Inner : Node {
 struct ExtentLookup {
   Extent e;               // len 0: unmapped
   bool exclusive = true;  // the path to the leaf is this tree's alone
-  // The leaf and its parent the lookup went through (nullptr: none). Only
-  // for PrefetchNode after the tree may have changed: they may be freed.
+  // The leaf the lookup ended in (nullptr: empty tree). Only for
+  // PrefetchNode once the tree may have changed: it may be freed.
   const Node* leaf = nullptr;
-  const Node* parent = nullptr;
 };
 
 // A hint: starts loading node n (which may have been freed) into the CPU
