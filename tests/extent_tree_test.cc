@@ -126,21 +126,66 @@ TEST(ExtentTree, RandomOrderFillKeepsLeavesFourFifthsFull) {
   ExpectRefcountsExact(f, {&t});
 }
 
-TEST(ExtentTree, PrefetchPathsIsOnlyAHint) {
+TEST(ExtentTree, LookupExtentsMatchesLookupExtentExclusive) {
   Fixture f;
   ExtentTree t(&f.ctx);
+  auto check = [&](const ExtentTree& tree, const std::vector<Bno>& lbas) {
+    std::vector<ExtentLookup> got(lbas.size());
+    Model before = Dump(tree);
+    uint64_t nodes = f.ctx.leaves + f.ctx.inners;
+    const uint64_t version = tree.version();
+    tree.LookupExtents(lbas.data(), lbas.size(), got.data());
+    for (size_t k = 0; k < lbas.size(); ++k) {
+      bool excl = false;
+      Extent want = tree.LookupExtentExclusive(lbas[k], &excl);
+      ASSERT_EQ(got[k].e, want) << "lba " << lbas[k];
+      ASSERT_EQ(got[k].exclusive, excl) << "lba " << lbas[k];
+    }
+    EXPECT_EQ(Dump(tree), before);
+    EXPECT_EQ(f.ctx.leaves + f.ctx.inners, nodes);
+    EXPECT_EQ(tree.version(), version);  // a lookup changes nothing
+  };
   std::vector<Bno> lbas = {0, 5, kSpace - 1, kSpace + 100, 12345};
-  t.PrefetchPaths(lbas.data(), lbas.size());  // empty tree
+  check(t, lbas);  // empty tree
   t.Assign(3, 1, f.Fresh(1)[0]);
-  t.PrefetchPaths(lbas.data(), lbas.size());  // a root leaf
+  check(t, {2, 3, 4});  // a root leaf
   for (Bno lba = 0; lba < kSpace; lba += 3) t.Assign(lba, 1, f.Fresh(2)[0]);
-  Model before = Dump(t);
-  uint64_t nodes = f.ctx.leaves + f.ctx.inners;
+  ASSERT_GT(f.ctx.inners, 0u);
   std::vector<Bno> many;
   for (Bno i = 0; i < 300; ++i) many.push_back((i * 7919) % (kSpace + 50));
-  t.PrefetchPaths(many.data(), many.size());  // several groups, past the end too
-  EXPECT_EQ(Dump(t), before);
-  EXPECT_EQ(f.ctx.leaves + f.ctx.inners, nodes);
+  check(t, many);  // several groups of a deep tree, past the end too
+  // Shared paths: every path of t and of its copy is shared, then only
+  // the ones a write to the copy made private again.
+  ExtentTree copy = t.Share();
+  check(t, many);
+  for (Bno lba = 0; lba < kSpace; lba += 997) copy.Assign(lba, 1, f.Fresh(1)[0]);
+  check(t, many);
+  check(copy, many);
+  ExpectRefcountsExact(f, {&t, &copy});
+}
+
+TEST(ExtentTree, VersionChangesWithTheMapOrItsSharing) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  ExtentTree u(&f.ctx);
+  EXPECT_NE(t.version(), u.version());
+  uint64_t v = t.version();
+  t.Assign(0, 4, f.Fresh(4)[0]);
+  EXPECT_NE(t.version(), v);
+  v = t.version();
+  std::vector<Extent> out;
+  t.Lookup(0, 4, &out);
+  (void)t.LookupOne(2);
+  EXPECT_EQ(t.version(), v);
+  ExtentTree s = t.Share();  // t's paths are shared now
+  EXPECT_NE(t.version(), v);
+  EXPECT_NE(s.version(), t.version());
+  v = t.version();
+  ExtentTree moved = std::move(t);
+  EXPECT_NE(moved.version(), v);
+  v = u.version();
+  u = s.Share();
+  EXPECT_NE(u.version(), v);
 }
 
 TEST(ExtentTree, FillingAGapJoinsBothNeighbours) {

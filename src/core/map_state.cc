@@ -57,20 +57,47 @@ namespace {
 constexpr Bno kMirrorMinExtent = 16;
 }  // namespace
 
+const map::ExtentLookup* MapState::TakeLookup(uint32_t vol, const map::ExtentTree& tree, Bno lba) {
+  if (vol != lookups_vol_ || tree.version() != lookups_version_) return nullptr;
+  // PlanWrite is called in the order of LookupWrites' list, some calls
+  // left out (refused requests): the next match is at or after the cursor.
+  for (size_t k = lookups_next_; k < lookup_lbas_.size(); ++k) {
+    if (lookup_lbas_[k] == lba) {
+      lookups_next_ = k + 1;
+      return &lookups_[k];
+    }
+  }
+  return nullptr;
+}
+
 void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   VolumeMeta* v = volume(vol);
   size_t base = out->size();
   out->resize(base + n, kNoBlock);
   Bno need = 0;
+  // The extent holding the block looked at last, and its path's
+  // exclusivity: the next blocks of a multi-block write that fall in the
+  // same extent (one leaf, so one path) need no descent of their own.
+  map::ExtentLookup found;
+  bool valid = false;  // found holds block lba + i
+  if (const map::ExtentLookup* hint = TakeLookup(vol, v->tree, lba)) {
+    found = *hint;
+    valid = true;
+    planned_.push_back(int32_t(hint - lookups_.data()));
+  } else {
+    planned_.push_back(-1);
+  }
   for (Bno i = 0; i < n; ++i) {
-    bool exclusive = false;
-    const map::Extent e = v->tree.LookupExtentExclusive(lba + i, &exclusive);
+    const Bno b = lba + i;
+    if (!valid) found.e = v->tree.LookupExtentExclusive(b, &found.exclusive);
+    const map::Extent e = found.e;
+    valid = e.len > 0 && b + 1 < e.end();
     if (e.len == 0) {
       ++need;
       continue;
     }
-    const Bno cur = e.vba + (lba + i - e.lba);
-    if (exclusive && vbas_.Get(cur).refs == 1) {
+    const Bno cur = e.vba + (b - e.lba);
+    if (found.exclusive && vbas_.Get(cur).refs == 1) {
       (*out)[base + i] = cur;
       continue;
     }
@@ -102,19 +129,33 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
   }
 }
 
-void MapState::PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const {
+void MapState::LookupWrites(uint32_t vol, const std::vector<Bno>& lbas) {
+  lookups_vol_ = kNoTree;
   const VolumeMeta* v = volume(vol);
   if (!v) return;
-  v->tree.PrefetchPaths(lbas.data(), lbas.size());
-  // Then the VBA table entries PlanWrite will read: the leaves are on
-  // their way, so these lookups wait about once for all of them.
-  for (Bno lba : lbas) {
-    const Bno cur = v->tree.LookupOne(lba);
-    if (cur != kNoBlock) vbas_.Prefetch(cur);
+  lookup_lbas_ = lbas;
+  lookups_.resize(lbas.size());
+  v->tree.LookupExtents(lbas.data(), lbas.size(), lookups_.data());
+  lookups_vol_ = vol;
+  lookups_version_ = v->tree.version();
+  lookups_next_ = 0;
+  // Then start loading the VBA-table entries PlanWrite will read.
+  for (size_t k = 0; k < lbas.size(); ++k) {
+    const map::Extent& e = lookups_[k].e;
+    if (e.len > 0) vbas_.Prefetch(e.vba + (lbas[k] - e.lba));
   }
 }
 
+void MapState::PrefetchForApply(const log::WriteOp& w, int32_t lookup) const {
+  if (!w.vba.empty()) vbas_.Prefetch(w.vba[0]);
+  if (lookup < 0 || size_t(lookup) >= lookups_.size()) return;
+  const map::ExtentLookup& l = lookups_[size_t(lookup)];
+  if (l.leaf) map::PrefetchNode(l.leaf);
+  if (l.e.len > 0 && l.e.lba <= w.lba && w.lba < l.e.end()) vbas_.Prefetch(l.e.vba + (w.lba - l.e.lba));
+}
+
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {
+  planned_.clear();
   for (Bno v : planned) {
     if (v != kNoBlock && vbas_.InRange(v) && vbas_.Get(v).refs == 0) {
       // Allocated but never referenced: give it back.
@@ -128,9 +169,24 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
   uint32_t seg = segs_.SegmentOf(pba);
   log::SegmentInfo& si = segs_.at(seg);
   Bno data = pba + h.header_blocks;
+  // The record PlanWrite planned last (the committer applies it right
+  // after writing it): prefetch each write's path a few writes ahead.
+  constexpr size_t kAhead = 3;
+  std::vector<const log::WriteOp*>& writes = apply_writes_;
+  writes.clear();
+  if (!planned_.empty()) {
+    for (const log::Op& op : h.ops)
+      if (op.type == log::OpType::kWrite) writes.push_back(&op.write);
+    if (writes.size() != planned_.size()) writes.clear();
+    for (size_t k = 0; k < std::min(kAhead, writes.size()); ++k) PrefetchForApply(*writes[k], planned_[k]);
+  }
+  size_t next_write = 0;
   for (const log::Op& op : h.ops) {
     switch (op.type) {
       case log::OpType::kWrite:
+        if (next_write + kAhead < writes.size())
+          PrefetchForApply(*writes[next_write + kAhead], planned_[next_write + kAhead]);
+        ++next_write;
         ApplyWrite(op.write, data, h.seq, mode);
         si.data_seq_sum += h.seq * op.write.vba.size();
         si.data_count += uint32_t(op.write.vba.size());
@@ -152,6 +208,7 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
     }
     data += op.data_blocks();
   }
+  planned_.clear();
   Bno end_in_seg = pba + h.header_blocks + h.data_blocks - segs_.FirstBlock(seg);
   si.write_ptr = std::max(si.write_ptr, end_in_seg);
   si.max_seq = std::max(si.max_seq, h.seq);

@@ -104,9 +104,15 @@ class MapState {
   // mirror of its old VBA (VbaTable::AllocateMirror), otherwise contiguous
   // where possible.
   void PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* vbas);
-  // Cache hint before a batch of PlanWrites to volume `vol`: their first
-  // LBAs (tree paths, then the VBA-table entries they map to).
-  void PrefetchWrites(uint32_t vol, const std::vector<Bno>& lbas) const;
+  // Before a batch of PlanWrites to volume `vol`, with their first LBAs in
+  // the order PlanWrite will be called (calls may be left out): looks them
+  // all up in one level-by-level walk of the tree (ExtentTree::
+  // LookupExtents) and starts loading the VBA-table entries they map to.
+  // PlanWrite uses these lookups instead of descending the tree again,
+  // as long as the tree has not changed since (ExtentTree::version()),
+  // and ApplyRecord of the record so planned prefetches the nodes they
+  // went through, a few writes ahead of the one it applies.
+  void LookupWrites(uint32_t vol, const std::vector<Bno>& lbas);
   // Returns VBAs from PlanWrite that were never applied (failed write).
   void UnplanWrite(const std::vector<Bno>& vbas);
 
@@ -131,6 +137,24 @@ class MapState {
   // PlanWrite's scratch list of allocated runs (reused: no allocation per
   // planned write).
   std::vector<std::pair<Bno, Bno>> alloc_runs_;
+  // LookupWrites' lookups (lookups_[k] for lookup_lbas_[k]), for the
+  // PlanWrites that follow: valid for volume lookups_vol_ while its tree
+  // is at lookups_version_; consumed in order from lookups_next_.
+  std::vector<Bno> lookup_lbas_;
+  std::vector<map::ExtentLookup> lookups_;
+  uint32_t lookups_vol_ = kNoTree;
+  uint64_t lookups_version_ = 0;
+  size_t lookups_next_ = 0;
+  // The lookup LookupWrites made for (vol, lba) if it is still valid,
+  // else nullptr.
+  const map::ExtentLookup* TakeLookup(uint32_t vol, const map::ExtentTree& tree, Bno lba);
+  // Per PlanWrite since the last ApplyRecord or UnplanWrite: the index in
+  // lookups_ it used, or -1. ApplyRecord of the planned record starts
+  // loading the nodes and VBA-table entries of the write a few ahead of
+  // the one it applies (hints only: they may have changed or gone).
+  std::vector<int32_t> planned_;
+  std::vector<const log::WriteOp*> apply_writes_;  // ApplyRecord's scratch
+  void PrefetchForApply(const log::WriteOp& w, int32_t lookup) const;
   // kRebuild only: data version (seq) of each VBA's current copy.
   std::vector<uint64_t> rebuild_dv_;
 };

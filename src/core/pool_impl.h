@@ -349,7 +349,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
 
   mutable absl::Mutex map_mu_;
   std::unique_ptr<MapState> state_;  // guarded by map_mu_ (see class comment)
-  // The committer's scratch list of a batch's write LBAs (PrefetchWrites).
+  // The committer's scratch list of a batch's write LBAs (LookupWrites).
   std::vector<Bno> prefetch_lbas_ ABSL_GUARDED_BY(map_mu_);
   // Hot/cold placement: read under map_mu_ shared, updated under map_mu_
   // exclusive (by the cleaner when it takes a hot victim, by the committer

@@ -568,8 +568,8 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
     absl::MutexLock l(&map_mu_);
     uint32_t next_tree = state_->next_tree_id();
     size_t kept = 0;
-    // Cache hint for the writes to the batch's first written volume (a
-    // batch rarely spans volumes).
+    // The writes to the batch's first written volume (a batch rarely spans
+    // volumes) are looked up all at once, for PlanWrite and ApplyRecord.
     prefetch_lbas_.clear();
     uint32_t prefetch_vol = UINT32_MAX;
     for (Request* r : batch) {
@@ -580,7 +580,7 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
         if (op.vol == prefetch_vol) prefetch_lbas_.push_back(op.lba);
       }
     }
-    if (prefetch_lbas_.size() > 1) state_->PrefetchWrites(prefetch_vol, prefetch_lbas_);
+    if (!prefetch_lbas_.empty()) state_->LookupWrites(prefetch_vol, prefetch_lbas_);
     for (Request* r : batch) {
       absl::Status ok;
       std::vector<log::Op> ops;

@@ -28,7 +28,10 @@ ExtentTree::~ExtentTree() {
 }
 
 ExtentTree::ExtentTree(ExtentTree&& o) noexcept
-    : ctx_(o.ctx_), root_(std::exchange(o.root_, nullptr)), mapped_(std::exchange(o.mapped_, 0)) {}
+    : ctx_(o.ctx_), root_(std::exchange(o.root_, nullptr)), mapped_(std::exchange(o.mapped_, 0)) {
+  Touch();
+  o.Touch();
+}
 
 ExtentTree& ExtentTree::operator=(ExtentTree&& o) noexcept {
   if (this != &o) {
@@ -36,12 +39,15 @@ ExtentTree& ExtentTree::operator=(ExtentTree&& o) noexcept {
     ctx_ = o.ctx_;
     root_ = std::exchange(o.root_, nullptr);
     mapped_ = std::exchange(o.mapped_, 0);
+    Touch();
+    o.Touch();
   }
   return *this;
 }
 
 ExtentTree ExtentTree::Share() const {
   ExtentTree t(ctx_);
+  Touch();  // its paths are shared from now on
   if (root_) {
     ++root_->refs;
     t.root_ = root_;
@@ -51,6 +57,7 @@ ExtentTree ExtentTree::Share() const {
 }
 
 void ExtentTree::AdoptRoot(Node* root, uint64_t mapped_blocks) {
+  Touch();
   if (root_) Release(root_);
   root_ = root;
   mapped_ = mapped_blocks;
@@ -334,14 +341,19 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
   Inner* in = static_cast<Inner*>(node);
   // i: child holding lo; j: last child starting below hi.
   int i = ChildFor(in, lo);
-  int j = ChildFor(in, hi - 1);
+  // A range within child i (every single-block write) needs no second search.
+  int j = i + 1 >= in->count || hi <= in->key[i + 1] ? i : ChildFor(in, hi - 1);
   struct Slot {
     Bno key;
     Node* kid;
   };
+  // The rebuilt child list; its unchanged prefix [0, i) is copied only
+  // when the common in-place cases below do not apply.
   Slot tmp[kInnerCap + 3];
   int n = 0;
-  for (int k = 0; k < i; ++k) tmp[n++] = {in->key[k], in->kid[k]};
+  auto copy_prefix = [&] {
+    for (int k = 0; k < i; ++k) tmp[n++] = {in->key[k], in->kid[k]};
+  };
   auto add_child = [&](Bno key, Node* kid, Split split) {
     if (kid->count > 0) {
       tmp[n++] = {key, kid};
@@ -368,9 +380,11 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
       ++in->count;
       return {};
     }
+    copy_prefix();
     add_child(in->key[i], kid, s);
   } else {
     Split si = AssignIn(&in->kid[i], lo, hi, vba, insert);
+    copy_prefix();
     add_child(in->key[i], in->kid[i], si);
     for (int k = i + 1; k < j; ++k) {
       mapped_ -= CountMapped(in->kid[k]);
@@ -408,6 +422,7 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
 
 void ExtentTree::Assign(Bno lba, Bno len, Bno vba) {
   if (len == 0) return;
+  Touch();
   bool insert = vba != kNoBlock;
   if (!root_) {
     if (!insert) return;
@@ -494,24 +509,32 @@ Extent ExtentTree::LookupExtentExclusive(Bno lba, bool* exclusive) const {
   return {};
 }
 
-void ExtentTree::PrefetchPaths(const Bno* lbas, size_t n) const {
-  if (!root_ || root_->leaf) return;
+void ExtentTree::LookupExtents(const Bno* lbas, size_t n, ExtentLookup* out) const {
+  std::fill(out, out + n, ExtentLookup{});
+  if (!root_) return;
   constexpr size_t kGroup = 64;
   const Node* cur[kGroup];
   for (size_t base = 0; base < n; base += kGroup) {
     const size_t m = std::min(kGroup, n - base);
     std::fill(cur, cur + m, root_);
+    // Every leaf is at the same depth: one pass per level, each pass
+    // searching the nodes the previous one started loading.
     for (bool deeper = true; deeper;) {
       deeper = false;
       for (size_t k = 0; k < m; ++k) {
-        if (cur[k]->leaf) continue;
-        const Inner* in = static_cast<const Inner*>(cur[k]);
-        Bno lba = lbas[base + k];
-        int i = ChildFor(in, lba);
-        const Node* kid = in->kid[i];
-        const char* p = reinterpret_cast<const char*>(kid);
-        constexpr size_t kBytes = std::max(sizeof(Leaf), sizeof(Inner));
-        for (size_t off = 0; off < kBytes; off += 64) __builtin_prefetch(p + off);
+        const Node* node = cur[k];
+        if (node->refs != 1) out[base + k].exclusive = false;
+        const Bno lba = lbas[base + k];
+        if (node->leaf) {
+          const Leaf* l = static_cast<const Leaf*>(node);
+          const int i = FirstEndingAbove(l->e, l->count, lba);
+          if (i < l->count && l->e[i].lba <= lba) out[base + k].e = l->e[i];
+          out[base + k].leaf = node;
+          continue;
+        }
+        const Inner* in = static_cast<const Inner*>(node);
+        const Node* kid = in->kid[ChildFor(in, lba)];
+        PrefetchNode(kid);
         cur[k] = kid;
         deeper = true;
       }

@@ -42,6 +42,23 @@ struct Inner : Node {
   Node* kid[kInnerCap];
 };
 
+// One result of ExtentTree::LookupExtents.
+struct ExtentLookup {
+  Extent e;               // len 0: unmapped
+  bool exclusive = true;  // the path to the leaf is this tree's alone
+  // The leaf the lookup ended in (nullptr: empty tree). Only for
+  // PrefetchNode once the tree may have changed: it may be freed.
+  const Node* leaf = nullptr;
+};
+
+// A hint: starts loading node n (which may have been freed) into the CPU
+// cache. Changes nothing.
+inline void PrefetchNode(const Node* n) {
+  constexpr size_t kBytes = sizeof(Leaf) > sizeof(Inner) ? sizeof(Leaf) : sizeof(Inner);
+  const char* p = reinterpret_cast<const char*>(n);
+  for (size_t off = 0; off < kBytes; off += 64) __builtin_prefetch(p + off);
+}
+
 // Shared by all trees of one pool: where VBA references go and how many
 // nodes exist (for map memory stats).
 struct TreeContext {
@@ -49,12 +66,14 @@ struct TreeContext {
   VbaTable* vbas;
   uint64_t leaves = 0;
   uint64_t inners = 0;
+  // Last ExtentTree::version() handed out to a tree of this context.
+  uint64_t last_version = 0;
   uint64_t memory_bytes() const { return leaves * sizeof(Leaf) + inners * sizeof(Inner); }
 };
 
 class ExtentTree {
  public:
-  explicit ExtentTree(TreeContext* ctx) : ctx_(ctx) {}
+  explicit ExtentTree(TreeContext* ctx) : ctx_(ctx) { Touch(); }
   ~ExtentTree();
   ExtentTree(ExtentTree&& o) noexcept;
   ExtentTree& operator=(ExtentTree&& o) noexcept;
@@ -80,11 +99,18 @@ class ExtentTree {
   // The whole extent holding lba (len 0 if lba is unmapped), and whether
   // its path is referenced by this tree alone, in one descent.
   Extent LookupExtentExclusive(Bno lba, bool* exclusive) const;
-  // A hint: starts loading the root-to-leaf paths of these LBAs into the
-  // CPU cache, level by level for all of them at once, so that a batch of
-  // random writes waits for one cache miss per level instead of one per
-  // level per write. Changes nothing.
-  void PrefetchPaths(const Bno* lbas, size_t n) const;
+  // LookupExtentExclusive for each of lbas[0, n), into out[0, n).
+  // Walks the paths of all of them level by level, loading the nodes of a
+  // level into the CPU cache before searching any of them, so that a batch
+  // of random writes waits for about one cache miss per level instead of
+  // one per level per write, and descends once per LBA.
+  void LookupExtents(const Bno* lbas, size_t n, ExtentLookup* out) const;
+
+  // Changes whenever a lookup here could answer differently: the mapping
+  // or the exclusivity of a path (Assign, AdoptRoot, Share, moves). Unique
+  // among the trees of one TreeContext, so a (tree, version) pair seen
+  // earlier names one state of the map.
+  uint64_t version() const { return version_; }
 
   void ForEach(const std::function<void(const Extent&)>& fn) const;
   uint64_t mapped_blocks() const { return mapped_; }
@@ -122,10 +148,12 @@ class ExtentTree {
   // their boundaries.
   void MergeSmallChild(Inner* in, int i);
   uint64_t CountMapped(const Node* n) const;
+  void Touch() const { version_ = ++ctx_->last_version; }
 
   TreeContext* ctx_;
   Node* root_ = nullptr;
   uint64_t mapped_ = 0;
+  mutable uint64_t version_ = 0;  // see version(); Share() changes it
 };
 
 }  // namespace ftl::map
