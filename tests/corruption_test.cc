@@ -180,6 +180,40 @@ TEST_F(CorruptionTest, NoUsableCheckpointRebuildsFromLog) {
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
 
+// The rebuild from the log alone also replays the cleaner's (packed)
+// relocation records, and a write after a relocation wins over it.
+TEST_F(CorruptionTest, RebuildFromLogReplaysRelocations) {
+  const uint64_t kB = kBlockSize, n = 2048;
+  std::vector<int> model(n, 1);
+  ASSERT_TRUE(vol()->Write(0, Pattern(1, 0, n * kB)).ok());
+  for (uint64_t b = 0; b < n; b += 2) {
+    ASSERT_TRUE(vol()->Write(b * kB, Pattern(2, b * kB, kB)).ok());
+    model[b] = 2;
+  }
+  ASSERT_TRUE(pool_->RunCleaner(pool_->Stats().segments_total).ok());
+  ASSERT_GT(pool_->Stats().gc_relocated_bytes, 0u) << "nothing was relocated";
+  for (uint64_t b = 1; b < n; b += 64) {
+    ASSERT_TRUE(vol()->Write(b * kB, Pattern(3, b * kB, kB)).ok());
+    model[b] = 3;
+  }
+  ASSERT_TRUE(vol()->Flush().ok());
+  Geometry g = pool_->geometry();
+  pool_.reset();
+  Smash(2 * kBlockSize, kBlockSize);
+  Smash((2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize, kBlockSize);
+  auto p = Pool::Open(media_, QuietOpen(false));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NE((*p)->OpenReport().find("rebuilt"), std::string::npos) << (*p)->OpenReport();
+  std::vector<std::byte> out(kB);
+  for (uint64_t b = 0; b < n; ++b) {
+    ASSERT_TRUE((*p)->PrimaryVolume()->Read(b * kB, out).ok());
+    ASSERT_EQ(out, Pattern(model[b], b * kB, kB)) << "block " << b;
+  }
+  auto rep = (*p)->Check(true);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+}
+
 TEST_F(CorruptionTest, DamagedDurableRecordRefusesToOpen) {
   auto a = Pattern(10, 0, 16 << 10), b = Pattern(11, 1 << 20, 16 << 10);
   ASSERT_TRUE(vol()->Write(0, a, /*fua=*/true).ok());
