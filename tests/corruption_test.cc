@@ -47,6 +47,18 @@ class CorruptionTest : public ::testing::Test {
     ASSERT_TRUE(media_->Write(offset, junk).ok());
     ASSERT_TRUE(media_->Sync().ok());
   }
+  // Closes the pool uncleanly, smashes both checkpoint slots and reopens:
+  // the map must be rebuilt from the log alone.
+  void RebuildWithoutCheckpoints(std::unique_ptr<Pool>* out) {
+    Geometry g = pool_->geometry();
+    pool_.reset();
+    Smash(2 * kBlockSize, kBlockSize);
+    Smash((2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize, kBlockSize);
+    auto p = Pool::Open(media_, QuietOpen(false));
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NE((*p)->OpenReport().find("rebuilt"), std::string::npos) << (*p)->OpenReport();
+    *out = std::move(*p);
+  }
   std::shared_ptr<media::FaultMedia> media_;
   std::unique_ptr<Pool> pool_;
 };
@@ -164,18 +176,13 @@ TEST_F(CorruptionTest, NoUsableCheckpointRebuildsFromLog) {
   ASSERT_TRUE(vol()->Write(4096, a).ok());
   ASSERT_TRUE(vol()->Write(8192, Pattern(9, 8192, 4096)).ok());  // overwrite one block
   ASSERT_TRUE(vol()->Flush().ok());
-  Geometry g = pool_->geometry();
-  pool_.reset();
-  Smash(2 * kBlockSize, kBlockSize);
-  Smash((2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize, kBlockSize);
-  auto p = Pool::Open(media_, QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_NE((*p)->OpenReport().find("rebuilt"), std::string::npos) << (*p)->OpenReport();
+  std::unique_ptr<Pool> p;
+  ASSERT_NO_FATAL_FAILURE(RebuildWithoutCheckpoints(&p));
   std::vector<std::byte> out(a.size());
-  ASSERT_TRUE((*p)->PrimaryVolume()->Read(4096, out).ok());
+  ASSERT_TRUE(p->PrimaryVolume()->Read(4096, out).ok());
   std::memcpy(a.data() + 4096, Pattern(9, 8192, 4096).data(), 4096);
   EXPECT_EQ(out, a);
-  auto rep = (*p)->Check(true);
+  auto rep = p->Check(true);
   ASSERT_TRUE(rep.ok());
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
@@ -197,19 +204,14 @@ TEST_F(CorruptionTest, RebuildFromLogReplaysRelocations) {
     model[b] = 3;
   }
   ASSERT_TRUE(vol()->Flush().ok());
-  Geometry g = pool_->geometry();
-  pool_.reset();
-  Smash(2 * kBlockSize, kBlockSize);
-  Smash((2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize, kBlockSize);
-  auto p = Pool::Open(media_, QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_NE((*p)->OpenReport().find("rebuilt"), std::string::npos) << (*p)->OpenReport();
+  std::unique_ptr<Pool> p;
+  ASSERT_NO_FATAL_FAILURE(RebuildWithoutCheckpoints(&p));
   std::vector<std::byte> out(kB);
   for (uint64_t b = 0; b < n; ++b) {
-    ASSERT_TRUE((*p)->PrimaryVolume()->Read(b * kB, out).ok());
+    ASSERT_TRUE(p->PrimaryVolume()->Read(b * kB, out).ok());
     ASSERT_EQ(out, Pattern(model[b], b * kB, kB)) << "block " << b;
   }
-  auto rep = (*p)->Check(true);
+  auto rep = p->Check(true);
   ASSERT_TRUE(rep.ok());
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
