@@ -231,17 +231,26 @@ TEST_F(CorruptionTest, DamagedDurableRecordRefusesToOpen) {
   EXPECT_NE(p.status().message().find("durable"), std::string::npos);
 }
 
-TEST(FullDeviceTest, FillAndOverwriteManyTimesNeverFails) {
+// Fills the whole logical size, then overwrites three times the size at
+// random (a fraction `hot` of the writes to the first fifth of the volume);
+// nothing may fail and every byte must read back. Returns the pool's stats.
+PoolStats FillAndOverwrite(OpenOptions::Placement placement, double hot) {
   auto media = NewMemMedia(48 << 20);
-  auto p = Pool::Format(media, SmallFormat(256 << 10), QuietOpen(true));
-  ASSERT_TRUE(p.ok());
+  auto open = QuietOpen(true);
+  open.placement = placement;
+  auto p = Pool::Format(media, SmallFormat(256 << 10), open);
+  EXPECT_TRUE(p.ok());
+  if (!p.ok()) return {};
   Volume* v = (*p)->PrimaryVolume();
   uint64_t size = v->size_bytes();
   std::vector<std::byte> model(size);
   // Fill the whole logical size.
   for (uint64_t off = 0; off < size; off += 1 << 20) {
     auto d = Pattern(1, off, std::min<uint64_t>(1 << 20, size - off));
-    ASSERT_TRUE(v->Write(off, d).ok());
+    if (absl::Status s = v->Write(off, d); !s.ok()) {
+      ADD_FAILURE() << "fill at " << off << ": " << s;
+      return {};
+    }
     std::memcpy(&model[off], d.data(), d.size());
   }
   // Overwrite at random, three times the size, with 4..64 KiB writes.
@@ -250,15 +259,18 @@ TEST(FullDeviceTest, FillAndOverwriteManyTimesNeverFails) {
   const double passes = std::getenv("FTL_FULL_PASSES") ? std::atof(std::getenv("FTL_FULL_PASSES")) : 3.0;
   while (written < passes * size) {
     uint64_t len = (1 + rng() % 16) * 4096;
-    uint64_t off = (rng() % ((size - len) / 4096)) * 4096;
+    const bool to_hot = double(rng() >> 11) * 0x1.0p-53 < hot;
+    const uint64_t span = to_hot ? size / 5 : size;
+    uint64_t off = (rng() % ((span - len) / 4096)) * 4096;
     auto d = Pattern(++tag, off, len);
     absl::Status s = v->Write(off, d);
-    ASSERT_TRUE(s.ok()) << "after " << written << " bytes: " << s;
+    EXPECT_TRUE(s.ok()) << "after " << written << " bytes: " << s;
+    if (!s.ok()) return {};
     std::memcpy(&model[off], d.data(), len);
     written += len;
   }
   std::vector<std::byte> out(size);
-  ASSERT_TRUE(v->Read(0, out).ok());
+  EXPECT_TRUE(v->Read(0, out).ok());
   EXPECT_TRUE(out == model);
   PoolStats st = (*p)->Stats();
   EXPECT_GT(st.gc_segments_cleaned, 0u);
@@ -267,11 +279,23 @@ TEST(FullDeviceTest, FillAndOverwriteManyTimesNeverFails) {
               (unsigned long long)st.checkpoint_count);
   // Beyond the logical size: a clean error, and the pool keeps serving.
   EXPECT_TRUE(absl::IsOutOfRange(v->Write(size, Pattern(1, 0, 4096))));
-  ASSERT_TRUE(v->Write(0, Pattern(99, 0, 4096)).ok());
+  EXPECT_TRUE(v->Write(0, Pattern(99, 0, 4096)).ok());
   auto rep = (*p)->Check(true);
-  ASSERT_TRUE(rep.ok());
-  EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
-  ASSERT_TRUE((*p)->Close().ok());
+  EXPECT_TRUE(rep.ok());
+  if (rep.ok()) EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+  return st;
+}
+
+TEST(FullDeviceTest, FillAndOverwriteManyTimesNeverFails) {
+  FillAndOverwrite(OpenOptions::Placement::kAuto, 0);
+}
+
+// With placement on and skewed writes the cleaner fills two relocation
+// segments (and users leave it two free segments).
+TEST(FullDeviceTest, SkewedOverwritesWithPlacementOnNeverFail) {
+  PoolStats st = FillAndOverwrite(OpenOptions::Placement::kOn, 0.8);
+  EXPECT_GT(st.gc_hot_relocated_bytes, 0u) << "no hot relocation happened";
+  EXPECT_GT(st.user_hot_write_bytes, 0u);
 }
 
 TEST(FullDeviceTest, HaltedCleanerGivesNoSpaceInsteadOfHanging) {
