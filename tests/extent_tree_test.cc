@@ -164,6 +164,77 @@ TEST(ExtentTree, LookupExtentsMatchesLookupExtentExclusive) {
   ExpectRefcountsExact(f, {&t, &copy});
 }
 
+// The apply fast path: batches of single-block writes edit the leaves a
+// LookupExtents found, as long as the shape counter has not moved; each
+// write either edits in place or is refused and goes through Assign. The
+// result equals a model, a shared tree never changes, refcounts stay exact.
+TEST(ExtentTree, AssignInLeafMatchesAssignWhileTheShapeHolds) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  for (Bno lba = 0; lba < kSpace; lba += 2) t.Assign(lba, 1, f.Fresh(1)[0]);
+  ASSERT_GT(f.ctx.inners, 0u);
+  Model model = Dump(t);
+  ExtentTree snap = t.Share();
+  const Model frozen = Dump(snap);
+  std::mt19937_64 rng(5);
+  uint64_t in_place = 0, refused_shared = 0;
+  for (int round = 0; round < 400; ++round) {
+    // Early rounds: every path is shared with snap, so the first write of
+    // a batch copies its path (Assign) and the shape moves.
+    std::vector<Bno> lbas(32);
+    for (Bno& b : lbas) b = Bno(rng() % kSpace);
+    std::vector<ExtentLookup> look(lbas.size());
+    t.LookupExtents(lbas.data(), lbas.size(), look.data());
+    const uint64_t shape = f.ctx.shape;
+    for (size_t k = 0; k < lbas.size(); ++k) {
+      const Bno vba = f.Fresh(1)[0];
+      const uint64_t version = t.version();
+      const bool moved = f.ctx.shape != shape;
+      if (t.AssignInLeaf(look[k], shape, lbas[k], vba)) {
+        ++in_place;
+        EXPECT_FALSE(moved);
+        EXPECT_TRUE(look[k].exclusive);
+        EXPECT_EQ(f.ctx.shape, shape);
+      } else {
+        if (!look[k].exclusive) ++refused_shared;
+        t.Assign(lbas[k], 1, vba);
+      }
+      EXPECT_NE(t.version(), version);
+      model[lbas[k]] = vba;
+    }
+    if (round % 50 == 0) ASSERT_EQ(Dump(t), model) << "round " << round;
+  }
+  EXPECT_EQ(Dump(t), model);
+  EXPECT_EQ(Dump(snap), frozen);
+  EXPECT_GT(in_place, 1000u);
+  EXPECT_GT(refused_shared, 0u);
+  // A shared leaf and a leaf outside the band are refused unchanged.
+  ExtentTree again = t.Share();
+  std::vector<ExtentLookup> look(1);
+  const Bno lba = 100;
+  t.LookupExtents(&lba, 1, look.data());
+  EXPECT_FALSE(look[0].exclusive);
+  EXPECT_EQ(look[0].leaf->refs, 1u);  // the leaf alone looks private
+  EXPECT_FALSE(t.AssignInLeaf(look[0], f.ctx.shape, lba, f.Fresh(1)[0]));
+  EXPECT_EQ(Dump(t), model);
+  // A stale shape is refused too.
+  ExtentTree other(&f.ctx);
+  std::vector<ExtentLookup> look2(1);
+  other.Assign(0, 1, f.Fresh(1)[0]);
+  again = ExtentTree(&f.ctx);  // t is exclusive again; shape moved
+  t.LookupExtents(&lba, 1, look2.data());
+  const uint64_t stale = f.ctx.shape - 1;
+  EXPECT_TRUE(look2[0].exclusive);
+  EXPECT_FALSE(t.AssignInLeaf(look2[0], stale, lba, f.Fresh(1)[0]));
+  EXPECT_EQ(Dump(t), model);
+  ExtentTree small(&f.ctx);
+  small.Assign(0, 1, f.Fresh(1)[0]);
+  small.LookupExtents(&lba, 1, look.data());
+  EXPECT_FALSE(small.AssignInLeaf(look[0], f.ctx.shape, lba, f.Fresh(1)[0]));  // 1 entry
+  EXPECT_EQ(small.extent_count(), 1u);
+  ExpectRefcountsExact(f, {&t, &snap, &small, &other});
+}
+
 TEST(ExtentTree, VersionChangesWithTheMapOrItsSharing) {
   Fixture f;
   ExtentTree t(&f.ctx);

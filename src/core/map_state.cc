@@ -138,6 +138,7 @@ void MapState::LookupWrites(uint32_t vol, const std::vector<Bno>& lbas) {
   v->tree.LookupExtents(lbas.data(), lbas.size(), lookups_.data());
   lookups_vol_ = vol;
   lookups_version_ = v->tree.version();
+  lookups_shape_ = ctx_.shape;
   lookups_next_ = 0;
   // Then start loading the VBA-table entries PlanWrite will read.
   for (size_t k = 0; k < lbas.size(); ++k) {
@@ -186,8 +187,9 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
       case log::OpType::kWrite:
         if (next_write + kAhead < writes.size())
           PrefetchForApply(*writes[next_write + kAhead], planned_[next_write + kAhead]);
+        ApplyWrite(op.write, data, h.seq, mode,
+                   next_write < writes.size() ? planned_[next_write] : -1);
         ++next_write;
-        ApplyWrite(op.write, data, h.seq, mode);
         si.data_seq_sum += h.seq * op.write.vba.size();
         si.data_count += uint32_t(op.write.vba.size());
         break;
@@ -214,7 +216,15 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
   si.max_seq = std::max(si.max_seq, h.seq);
 }
 
-void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode) {
+const map::ExtentLookup* MapState::LookupForApply(const log::WriteOp& w, int32_t lookup) const {
+  if (lookup < 0 || size_t(lookup) >= lookups_.size() || w.vol != lookups_vol_ ||
+      lookup_lbas_[size_t(lookup)] != w.lba)
+    return nullptr;
+  return &lookups_[size_t(lookup)];
+}
+
+void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode,
+                          int32_t lookup) {
   VolumeMeta* v = volume(w.vol);
   if (!v) return;
   Bno n = Bno(w.vba.size());
@@ -232,7 +242,11 @@ void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, Ap
     for (Bno k = i; k < j && same; ++k) same = v->tree.LookupOne(w.lba + k) == w.vba[k];
     if (!same) {
       for (Bno k = i; k < j; ++k) vbas_.Claim(w.vba[k]);
-      v->tree.Assign(lba, j - i, w.vba[i]);
+      // A single-block write (a first write to a shared block) edits the
+      // leaf its planning lookup found, if the tree kept its shape since.
+      const map::ExtentLookup* found = n == 1 ? LookupForApply(w, lookup) : nullptr;
+      if (!found || !v->tree.AssignInLeaf(*found, lookups_shape_, lba, w.vba[i]))
+        v->tree.Assign(lba, j - i, w.vba[i]);
     }
     for (Bno k = i; k < j; ++k) {
       Bno pba = first_pba + k;

@@ -124,7 +124,9 @@ class MapState {
   uint64_t mapped_blocks() const;
 
  private:
-  void ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode);
+  // `lookup`: the index in lookups_ PlanWrite used for w, or -1.
+  void ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode,
+                  int32_t lookup);
   void ApplyReloc(const log::RelocOp& r, Bno first_pba, ApplyMode mode);
   void ApplyNote(const log::Op& op, uint64_t seq);
 
@@ -144,7 +146,11 @@ class MapState {
   std::vector<map::ExtentLookup> lookups_;
   uint32_t lookups_vol_ = kNoTree;
   uint64_t lookups_version_ = 0;
+  uint64_t lookups_shape_ = 0;  // ctx_.shape at LookupWrites
   size_t lookups_next_ = 0;
+  // LookupWrites' lookup for write `w` (lookups_[lookup]) if it was made
+  // for w's volume and first block, else nullptr.
+  const map::ExtentLookup* LookupForApply(const log::WriteOp& w, int32_t lookup) const;
   // The lookup LookupWrites made for (vol, lba) if it is still valid,
   // else nullptr.
   const map::ExtentLookup* TakeLookup(uint32_t vol, const map::ExtentTree& tree, Bno lba);

@@ -13,6 +13,7 @@ Leaf* ExtentTree::NewLeaf(TreeContext* ctx) {
   ++ctx->leaves;
   Leaf* l = new Leaf;
   l->leaf = true;
+  l->gen = ++ctx->last_gen;
   return l;
 }
 
@@ -24,6 +25,7 @@ Inner* ExtentTree::NewInner(TreeContext* ctx) {
 }
 
 ExtentTree::~ExtentTree() {
+  ++ctx_->shape;
   if (root_) Release(root_);
 }
 
@@ -67,6 +69,7 @@ void ExtentTree::Release(Node* n) {
   // Invariant: a node is released at most as often as it is referenced.
   assert(n->refs > 0);
   if (--n->refs > 0) return;
+  ++ctx_->shape;  // a node is freed
   if (n->leaf) {
     Leaf* l = static_cast<Leaf*>(n);
     for (int i = 0; i < l->count; ++i) ctx_->vbas->Decref(l->e[i].vba, l->e[i].len);
@@ -212,6 +215,7 @@ ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bo
   const bool at_end = to >= count;
   int keep = at_end ? n - 2 : n / 2;
   Leaf* right = NewLeaf(ctx_);
+  NewGen(leaf);  // its range shrinks to [.., right's first)
   std::copy(tmp, tmp + keep, leaf->e);
   leaf->count = uint16_t(keep);
   std::copy(tmp + keep, tmp + n, right->e);
@@ -245,6 +249,7 @@ void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
   // Two leaves if they can hold everything (the split's new leaf goes),
   // else three evened out.
   const int parts = t <= 2 * kLeafCap ? 2 : 3;
+  for (Leaf* g : group) NewGen(g);  // ranges move between them
   Leaf* dst[3] = {group[0], group[1], group[2]};
   if (parts == 2) {
     if (nb > i) dst[1] = n;  // l, n
@@ -262,6 +267,7 @@ void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
   if (parts == 2) {
     in->key[std::max(i, nb)] = dst[1]->e[0].lba;
     --ctx_->leaves;
+    ++ctx_->shape;
     delete r;
     *s = {};
     return;
@@ -293,6 +299,7 @@ void ExtentTree::MergeSmallChild(Inner* in, int i) {
     return;
   }
   const int r = l + 1;
+  ++ctx_->shape;  // one of them is freed
   // Both nodes are owned only here: entries and children change nodes, no
   // reference (VBA or node) changes hands.
   if (kid->leaf) {
@@ -383,6 +390,7 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
     copy_prefix();
     add_child(in->key[i], kid, s);
   } else {
+    ++ctx_->shape;  // child j's lower bound moves to hi
     Split si = AssignIn(&in->kid[i], lo, hi, vba, insert);
     copy_prefix();
     add_child(in->key[i], in->kid[i], si);
@@ -422,7 +430,7 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
 
 void ExtentTree::Assign(Bno lba, Bno len, Bno vba) {
   if (len == 0) return;
-  Touch();
+  Bump();
   bool insert = vba != kNoBlock;
   if (!root_) {
     if (!insert) return;
@@ -448,11 +456,30 @@ void ExtentTree::Assign(Bno lba, Bno len, Bno vba) {
       Inner* old = static_cast<Inner*>(root_);
       root_ = old->kid[0];
       --ctx_->inners;
+      ++ctx_->shape;
       delete old;  // its one child reference moves to root_
     } else {
       break;
     }
   }
+}
+
+bool ExtentTree::AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba, Bno vba) {
+  // An unchanged shape and gen mean the leaf still covers lba and the path
+  // is still as exclusive as the lookup saw it; the leaf's own count must
+  // leave room: one block changes it by at most two either way, and in
+  // this band it neither splits (AssignLeaf) nor merges (MergeSmallChild).
+  const Node* leaf = found.leaf;
+  if (shape != ctx_->shape || !found.exclusive || leaf == nullptr || !leaf->leaf ||
+      leaf->gen != found.leaf_gen || leaf->refs != 1 || vba == kNoBlock ||
+      leaf->count < kLeafCap / 4 + 2 || leaf->count > kLeafCap - 2)
+    return false;
+  Leaf* l = const_cast<Leaf*>(static_cast<const Leaf*>(leaf));  // this tree's alone
+  Bump();  // the mapping changes; the shape does not
+  const Split s = AssignLeaf(l, lba, lba + 1, vba, true);
+  assert(s.right == nullptr);
+  (void)s;
+  return true;
 }
 
 void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
@@ -530,6 +557,7 @@ void ExtentTree::LookupExtents(const Bno* lbas, size_t n, ExtentLookup* out) con
           const int i = FirstEndingAbove(l->e, l->count, lba);
           if (i < l->count && l->e[i].lba <= lba) out[base + k].e = l->e[i];
           out[base + k].leaf = node;
+          out[base + k].leaf_gen = node->gen;
           continue;
         }
         const Inner* in = static_cast<const Inner*>(node);

@@ -32,6 +32,9 @@ struct Node {
   uint32_t refs = 1;
   uint16_t count = 0;
   bool leaf = true;
+  // Leaves: changes (to a value no leaf of this context had before)
+  // whenever the LBA range the leaf covers may change: see TreeContext::shape.
+  uint32_t gen = 0;
 };
 struct Leaf : Node {
   Extent e[kLeafCap];
@@ -49,6 +52,7 @@ struct ExtentLookup {
   // The leaf the lookup ended in (nullptr: empty tree). Only for
   // PrefetchNode once the tree may have changed: it may be freed.
   const Node* leaf = nullptr;
+  uint32_t leaf_gen = 0;  // leaf->gen at the lookup
 };
 
 // A hint: starts loading node n (which may have been freed) into the CPU
@@ -68,6 +72,14 @@ struct TreeContext {
   uint64_t inners = 0;
   // Last ExtentTree::version() handed out to a tree of this context.
   uint64_t last_version = 0;
+  // Changes whenever a node of a tree here may have been freed, a path may
+  // have become shared (Share, AdoptRoot, moves), or LBA ranges moved
+  // between children other than by a leaf split or rebalance (those change
+  // the leaves' gen instead). While it and a leaf's gen stay the same, a
+  // leaf pointer from a lookup still names a live leaf covering that LBA,
+  // and the exclusivity that lookup saw still holds (AssignInLeaf).
+  uint64_t shape = 0;
+  uint32_t last_gen = 0;  // last Node::gen handed out
   uint64_t memory_bytes() const { return leaves * sizeof(Leaf) + inners * sizeof(Inner); }
 };
 
@@ -105,6 +117,15 @@ class ExtentTree {
   // of random writes waits for about one cache miss per level instead of
   // one per level per write, and descends once per LBA.
   void LookupExtents(const Bno* lbas, size_t n, ExtentLookup* out) const;
+
+  // Assign(lba, 1, vba) done inside the leaf `found` names, where `found`
+  // is this tree's LookupExtents result for lba and `shape` was ctx->shape
+  // then. Skips the descent. Refuses (returns false, changes nothing; use
+  // Assign) unless the shape and the leaf's gen are still the same, that
+  // lookup's path was this tree's alone, and the leaf can take the change
+  // without splitting or becoming small enough to merge (then neither
+  // shape nor gen changes).
+  bool AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba, Bno vba);
 
   // Changes whenever a lookup here could answer differently: the mapping
   // or the exclusivity of a path (Assign, AdoptRoot, Share, moves). Unique
@@ -148,7 +169,13 @@ class ExtentTree {
   // their boundaries.
   void MergeSmallChild(Inner* in, int i);
   uint64_t CountMapped(const Node* n) const;
-  void Touch() const { version_ = ++ctx_->last_version; }
+  // A new version(); Touch also invalidates leaf pointers from lookups.
+  void Bump() const { version_ = ++ctx_->last_version; }
+  void Touch() const {
+    Bump();
+    ++ctx_->shape;
+  }
+  void NewGen(Node* leaf) { leaf->gen = ++ctx_->last_gen; }
 
   TreeContext* ctx_;
   Node* root_ = nullptr;
