@@ -113,6 +113,7 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
   oopts.placement = o.placement == "on"    ? OpenOptions::Placement::kOn
                     : o.placement == "off" ? OpenOptions::Placement::kOff
                                            : OpenOptions::Placement::kAuto;
+  oopts.discard = o.discard;
   switch (*action) {
     case BackingAction::kCreateAndFormat:
     case BackingAction::kFormat: {

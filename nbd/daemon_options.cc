@@ -102,6 +102,8 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       if (*v != "auto" && *v != "on" && *v != "off")
         return Bad(absl::StrCat("--placement: unknown mode '", *v, "' (auto, on, off)"));
       o.placement = *v;
+    } else if (arg == "--no-discard") {
+      o.discard = false;
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -143,6 +145,8 @@ over NBD. Runs in the foreground and logs to stderr.
       --log-level L    trace, debug, info (default), warn, error, critical, off
       --placement M    hot/cold placement of writes: auto (default: while it
                        pays), on, off
+      --no-discard     never discard freed space on BACKING (no punch hole or
+                       BLKDISCARD, at format or for freed segments)
   -h, --help           this text
   -V, --version        version
 

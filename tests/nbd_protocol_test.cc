@@ -260,7 +260,7 @@ TEST(DaemonOptions, ParsesTheContract) {
   auto o = ParseDaemonArgs({"--size", "1G", "--format", "--force", "--bind", "0.0.0.0",
                             "--port=1234", "--unix", "/tmp/s", "--export", "disk",
                             "--read-only", "--control", "/tmp/c", "--log-level", "debug",
-                            "--placement", "on", "/data/x.img"});
+                            "--placement", "on", "--no-discard", "/data/x.img"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(*o->size, 1ull << 30);
   EXPECT_TRUE(o->format && o->force && o->read_only && o->tcp_enabled());
@@ -268,6 +268,7 @@ TEST(DaemonOptions, ParsesTheContract) {
   EXPECT_EQ(*o->export_name, "disk");
   EXPECT_EQ(o->control, "/tmp/c");
   EXPECT_EQ(o->placement, "on");
+  EXPECT_FALSE(o->discard);
   auto d = ParseDaemonArgs({"/var/lib/pool.img"});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->control, "/run/ftld/pool.img.sock");
@@ -279,6 +280,7 @@ TEST(DaemonOptions, ParsesTheContract) {
   EXPECT_FALSE(ParseDaemonArgs({"--port", "99999", "x"}).ok());
   EXPECT_FALSE(ParseDaemonArgs({"--wat", "x"}).ok());
   EXPECT_EQ(d->placement, "auto");
+  EXPECT_TRUE(d->discard);
   EXPECT_FALSE(ParseDaemonArgs({"--placement", "sometimes", "x"}).ok());
 }
 

@@ -248,6 +248,54 @@ TEST(PoolDiscardTest, IdleFreedSegmentsArePunchedOut) {
   std::remove(path.c_str());
 }
 
+// OpenOptions::discard = false: a backing file written full beforehand
+// stays allocated through format, writes, trims, cleaning and idle time.
+TEST(PoolDiscardTest, NoDiscardKeepsTheBackingAllocated) {
+  std::string path = "/tmp/ftl_nodiscard_test." + std::to_string(getpid());
+  std::remove(path.c_str());
+  {
+    std::vector<char> ones(1 << 20, 1);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(std::fwrite(ones.data(), 1, ones.size(), f), ones.size());
+    std::fclose(f);
+  }
+  auto allocated = [&] {
+    struct stat st;
+    EXPECT_EQ(stat(path.c_str(), &st), 0);
+    return uint64_t(st.st_blocks) * 512;
+  };
+  const uint64_t full = allocated();
+  ASSERT_GE(full, 64u << 20);
+  auto media = OpenMedia(path, 0);
+  ASSERT_TRUE(media.ok()) << media.status();
+  OpenOptions o = testing::QuietOpen(true);
+  o.discard = false;
+  auto p = Pool::Format(*media, testing::SmallFormat(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(allocated(), full) << "format discarded";
+  Volume* v = (*p)->PrimaryVolume();
+  ASSERT_TRUE(v->Write(0, testing::Pattern(1, 0, 16 << 20)).ok());
+  ASSERT_TRUE(v->Trim(0, 16 << 20).ok());
+  auto cleaned = (*p)->RunCleaner((*p)->Stats().segments_total);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status();
+  EXPECT_GT(*cleaned, 0u);
+  // Past the cleaner's 2 s of quiet, after which the default discards.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  EXPECT_EQ(allocated(), full) << "freed segments were discarded";
+  // The pool still works: data written now reads back after a reopen.
+  ASSERT_TRUE(v->Write(1 << 20, testing::Pattern(2, 1 << 20, 1 << 20)).ok());
+  ASSERT_TRUE((*p)->Close().ok());
+  auto again = Pool::Open(*media, o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::vector<std::byte> back(1 << 20);
+  ASSERT_TRUE((*again)->PrimaryVolume()->Read(1 << 20, back).ok());
+  EXPECT_EQ(back, testing::Pattern(2, 1 << 20, 1 << 20));
+  EXPECT_EQ(allocated(), full);
+  ASSERT_TRUE((*again)->Close().ok());
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace ftl
 

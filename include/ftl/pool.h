@@ -75,6 +75,12 @@ struct OpenOptions {
   // never does (for workloads known to be skewed or uniform, and tests).
   enum class Placement { kAuto, kOn, kOff };
   Placement placement = Placement::kAuto;
+  // Give freed space back to the media (Media::Discard: BLKDISCARD, punch
+  // hole): the whole data area at format, idle free segments afterwards.
+  // Off: nothing is ever discarded (devices whose discard is slow or
+  // unreliable, backing files that should stay allocated); the format's
+  // uuid still keeps an old pool's records from being taken for ours.
+  bool discard = true;
 };
 
 // Result of Pool::Check: every inconsistency found, one line each.

@@ -89,7 +89,7 @@ uint32_t PoolImpl::DiscardIdle(uint32_t max) {
   // also locks the backing file against reads for its duration).
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - last_io_ns_.load(std::memory_order_relaxed) < 2'000'000'000) return 0;
+  if (!discard_ || now - last_io_ns_.load(std::memory_order_relaxed) < 2'000'000'000) return 0;
   auto& segs = state_->segments();
   uint32_t done = 0;
   for (uint32_t s = 0; s < segs.count() && done < max; ++s) {

@@ -129,7 +129,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoFormat(std::shared_ptr<Med
     sb.slots[i] = {1, ck.size(), util::Xxh3(ck)};
   }
   // Old records must not look like ours; the uuid guards too.
-  (void)media->Discard(sb.data_offset, uint64_t(segs) * f.segment_bytes);
+  if (o.discard) (void)media->Discard(sb.data_offset, uint64_t(segs) * f.segment_bytes);
   for (int i = 0; i < 2; ++i) {
     sb.generation = uint64_t(i + 1);
     sb.newest_slot = 1;
@@ -503,6 +503,7 @@ absl::Status PoolImpl::RebuildFromLog() {
 void PoolImpl::StartThreads(const OpenOptions& o) {
   placement_mode_ = o.placement;
   placement_.set_active(o.placement == OpenOptions::Placement::kOn);
+  discard_ = o.discard;
   separation_ = gc::SampledSeparation(geo_.logical_blocks);
   RefreshVolumes();
   if (last_ckpt_size_ == 0) {

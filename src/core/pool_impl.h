@@ -399,6 +399,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint32_t sealed_since_ckpt_ = 0;
   // OpenOptions::placement; kOn keeps placement_ active, kOff never splits.
   OpenOptions::Placement placement_mode_ = OpenOptions::Placement::kAuto;
+  bool discard_ = true;  // OpenOptions::discard
   // Placement bookkeeping of the committer (ClassifyUserBatch).
   gc::SampledSeparation separation_;
   uint64_t user_clock_ = 0;  // user blocks written (separation_'s time)
