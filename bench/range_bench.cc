@@ -197,6 +197,7 @@ struct Meas {
   double rate = 0;    // ops per second, wall clock
   double cpu_us = 0;  // process CPU us per op
   double lat_us = 0;  // mean wall us per op (QD1 phases)
+  double ops = 0;
 };
 
 template <typename F>
@@ -206,7 +207,7 @@ Meas Measure(uint64_t ops, F&& f) {
   f();
   const double secs = Seconds(Clock::now() - t0);
   const double cpu = ProcessCpuSeconds() - c0;
-  return {double(ops) / secs, cpu * 1e6 / double(ops), secs * 1e6 / double(ops)};
+  return {double(ops) / secs, cpu * 1e6 / double(ops), secs * 1e6 / double(ops), double(ops)};
 }
 
 // Synchronous 4 KiB reads at random blocks from `threads` threads.
@@ -262,7 +263,10 @@ double Median(std::vector<double> v) {
 // Two pools, built the same way: "plain" has every block written;
 // "cloned" has the first half written the same way and the second half
 // cloned from it (one ApplyRangeOps), so every block shares its VBA with
-// its twin. Measured alternately (plain, cloned), 5 times; medians:
+// its twin. Both exist at once and every phase alternates between them in
+// chunks of a few milliseconds (ABBA order), so that the slow spells of a
+// shared VM hit both sides alike; per rep, each side's chunks are summed.
+// 5 reps (new pools each), medians:
 //  - random 4 KiB reads over the whole volume, 1 and 2 threads;
 //  - pass 1: writes to every block of the first half, in random order (a
 //    quarter QD1, the rest QD32 batches): on "cloned" each is the first
@@ -280,8 +284,10 @@ void BM_ClonedIo(benchmark::State& state, bool random_fill) {
     std::vector<Meas> m[kN][2];
     uint64_t extents[2] = {0, 0};
     for (int rep = 0; rep < reps; ++rep) {
+      std::unique_ptr<BenchPool> bps[2];
       for (int cloned = 0; cloned < 2; ++cloned) {
-        BenchPool bp(MediaKind::kMemory, bytes, "", 2 * MediaFor(bytes));
+        bps[cloned] = std::make_unique<BenchPool>(MediaKind::kMemory, bytes, "", 2 * MediaFor(bytes));
+        BenchPool& bp = *bps[cloned];
         Volume* vol = bp.vol();
         if (random_fill) {
           // The plain pool writes the second half in the same order.
@@ -302,23 +308,45 @@ void BM_ClonedIo(benchmark::State& state, bool random_fill) {
         }
         CheckOk(vol->Flush(), "flush");
         extents[cloned] = MustCheck(bp.pool.get()).extents;
-        const std::string tag = cloned ? "cloned" : "plain";
-        Phase("reads-" + tag);
-        m[kRd1][cloned].push_back(RandomReads(vol, 400'000, 1, 10 + rep));
-        m[kRd2][cloned].push_back(RandomReads(vol, 400'000, 2, 20 + rep));
-        std::vector<uint64_t> w = DistinctBlocks(half, half, 30 + rep);
-        std::vector<uint64_t> head(w.begin(), w.begin() + long(half / 4)),
-            tail(w.begin() + long(half / 4), w.end());
-        Phase("qd1-pass1-" + tag);
-        m[kQ1][cloned].push_back(SyncWrites(vol, head));
-        Phase("qd32-pass1-" + tag);
-        m[kW1][cloned].push_back(BatchWrites(vol, tail));
-        Phase("qd1-pass2-" + tag);
-        m[kQ2][cloned].push_back(SyncWrites(vol, head));
-        Phase("qd32-pass2-" + tag);
-        m[kW2][cloned].push_back(BatchWrites(vol, tail));
-        Phase("end-" + tag);
       }
+      // Runs chunk(side, k) for k = 0..chunks-1 on both sides, ABBA, and
+      // adds each side's totals to m[phase][side].
+      auto interleave = [&](int phase, int chunks, auto&& chunk) {
+        double ops[2] = {0, 0}, secs[2] = {0, 0}, cpu_us[2] = {0, 0};
+        for (int k = 0; k < chunks; ++k) {
+          for (int j = 0; j < 2; ++j) {
+            const int side = (k % 2 == 0) ? j : 1 - j;
+            const Meas x = chunk(bps[side]->vol(), k);
+            ops[side] += x.ops;
+            secs[side] += x.ops / x.rate;
+            cpu_us[side] += x.cpu_us * x.ops;
+          }
+        }
+        for (int side = 0; side < 2; ++side)
+          m[phase][side].push_back({ops[side] / secs[side], cpu_us[side] / ops[side],
+                                    secs[side] * 1e6 / ops[side], ops[side]});
+      };
+      Phase("reads");
+      interleave(kRd1, 20, [&](Volume* v, int k) { return RandomReads(v, 20'000, 1, 10 + rep * 100 + k); });
+      interleave(kRd2, 20, [&](Volume* v, int k) { return RandomReads(v, 20'000, 2, 20 + rep * 100 + k); });
+      std::vector<uint64_t> w = DistinctBlocks(half, half, 30 + rep);
+      std::vector<uint64_t> head(w.begin(), w.begin() + long(half / 4)),
+          tail(w.begin() + long(half / 4), w.end());
+      const int q_chunks = 16, w_chunks = 24;
+      auto part = [](const std::vector<uint64_t>& v, int chunks, int k) {
+        const size_t a = v.size() * size_t(k) / size_t(chunks),
+                     b = v.size() * size_t(k + 1) / size_t(chunks);
+        return std::vector<uint64_t>(v.begin() + long(a), v.begin() + long(b));
+      };
+      Phase("qd1-pass1");
+      interleave(kQ1, q_chunks, [&](Volume* v, int k) { return SyncWrites(v, part(head, q_chunks, k)); });
+      Phase("qd32-pass1");
+      interleave(kW1, w_chunks, [&](Volume* v, int k) { return BatchWrites(v, part(tail, w_chunks, k)); });
+      Phase("qd1-pass2");
+      interleave(kQ2, q_chunks, [&](Volume* v, int k) { return SyncWrites(v, part(head, q_chunks, k)); });
+      Phase("qd32-pass2");
+      interleave(kW2, w_chunks, [&](Volume* v, int k) { return BatchWrites(v, part(tail, w_chunks, k)); });
+      Phase("end");
     }
     struct Cmp {
       double plain, cloned, cpu_plain, cpu_cloned;
