@@ -25,28 +25,26 @@
 #     MiB); the run prints the log actually written and the segments cleaned
 #     (expected: 0).
 #     Why the backing matters: on this VM the first write into never-touched
-#     (or recently freed) guest memory costs ~10 us per 4 KiB page. ftld's
-#     format punches holes over the whole data area of a backing FILE, so
-#     every log write into a file lands in a fresh page-cache page and the
-#     daemon's system CPU per op swung 2-5x between phases of one run
-#     (user CPU per op stayed stable). --backing tmpfs-loop keeps the
-#     memory allocated: a file in /dev/shm written full of zeros, a loop
-#     device over it with discard disabled (discard_max_bytes 0), so
-#     ftld's format and cleaner discards fail harmlessly (ftld ignores
-#     discard errors) and no page is ever given back. Needs root, losetup
-#     and RAM for the whole backing (checked against MemAvailable; with
-#     the default SIZE and ROUNDS about 12 GiB). --backing file: a backing
-#     file in DIR, written full of zeros and synced before ftld formats it
-#     (ineffective, see above; kept for comparison with earlier runs).
-#     --no-pretouch leaves either backing sparse.
+#     (or recently freed) guest memory costs ~10 us per 4 KiB page. By
+#     default ftld's format punches holes over the whole data area of a
+#     backing file, so every log write lands in a fresh page-cache page and
+#     the daemon's system CPU per op swung 2-5x between phases of one run
+#     (user CPU per op stayed stable). So the backing file is written full
+#     of zeros first and ftld runs with --no-discard, which keeps every
+#     page allocated. --backing tmpfs (default when /dev/shm and
+#     MemAvailable have room for it; with the default SIZE and ROUNDS about
+#     12 GiB): the file is in /dev/shm, so no disk writeback runs under the
+#     phases. --backing file: the file is in DIR (synced after the zeros).
+#     --no-pretouch leaves the backing sparse and lets ftld discard (how
+#     earlier runs of this script measured).
 #  2. regular I/O with clones present vs without: random 4 KiB reads at
 #     QD32 of A after it was cloned 16 times, alternating with reads of a
 #     region D of the same volume written the same way and never cloned (3
 #     rounds). Same backing kind as part 1, always sparse (only reads are
-#     measured); backing 30 x SIZE (tmpfs-loop) or 40 x SIZE (file).
+#     measured); backing 30 x SIZE (tmpfs) or 40 x SIZE (file).
 #
 #   bench/clone_fio.sh [--build DIR] [--dir DIR] [--size MB] [--rounds N]
-#                      [--qd1-size MB] [--backing file|tmpfs-loop] [--no-pretouch]
+#                      [--qd1-size MB] [--backing file|tmpfs] [--no-pretouch]
 #
 # --build: a build tree with nbd/ftld and tools/ftlctl (default build).
 # --dir: where the control socket, logs and (--backing file) the backing
@@ -54,11 +52,10 @@
 #   DIR only the files this script made are removed).
 # --size: region size in MiB (default 512). --rounds: ABBA rounds per QD
 #   (default 3). --qd1-size: QD1 region size in MiB (default SIZE/4).
-# --backing: default tmpfs-loop when run as root with losetup available
-#   (falls back to file, and says so, if MemAvailable is too small), else
-#   file. The header line says which was used.
+# --backing: default tmpfs (falls back to file, and says so, if /dev/shm
+#   or MemAvailable is too small). The header line says which was used.
 # ftld listens on 127.0.0.1 (a free port). Kills only what it started (by
-# PID); detaches its loop devices and removes its /dev/shm files at exit.
+# PID); removes its /dev/shm files at exit.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -78,7 +75,7 @@ while [[ $# -gt 0 ]]; do
     --qd1-size) QD1_MB="$2"; shift 2 ;;
     --backing) BACKING="$2"; shift 2 ;;
     --no-pretouch) PRETOUCH=0; shift ;;
-    -h|--help) sed -n '2,61p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -100,26 +97,26 @@ BACK1_MB=$(( LOG_MB * 33 / 32 + 8 ))
 (( BACK1_MB >= 12 * SIZE_MB + 64 )) || BACK1_MB=$(( 12 * SIZE_MB + 64 ))
 
 BACKING_NOTE=""
-can_loop() { [[ $EUID -eq 0 ]] && command -v losetup >/dev/null && [[ -d /dev/shm && -w /dev/shm ]]; }
+can_shm() { [[ -d /dev/shm && -w /dev/shm ]]; }
 mem_ok() {  # MiB needed: MemAvailable and /dev/shm free space, 1 GiB spare
   local avail shm
   avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
   shm=$(df -Pm /dev/shm | awk 'NR == 2 { print $4 }')
   (( avail >= $1 + 1024 && shm >= $1 )) && return 0
-  BACKING_NOTE="tmpfs-loop needs $1 MiB, MemAvailable $avail MiB, /dev/shm free $shm MiB"
+  BACKING_NOTE="tmpfs needs $1 MiB, MemAvailable $avail MiB, /dev/shm free $shm MiB"
   return 1
 }
 case "$BACKING" in
   "")
-    if can_loop && mem_ok "$BACK1_MB"; then BACKING=tmpfs-loop; else
+    if can_shm && mem_ok "$BACK1_MB"; then BACKING=tmpfs; else
       BACKING="file"
       if [[ -n "$BACKING_NOTE" ]]; then BACKING_NOTE="fallback to file: $BACKING_NOTE"; fi
     fi ;;
-  tmpfs-loop)
-    can_loop || die "--backing tmpfs-loop needs root, losetup and a writable /dev/shm"
+  tmpfs)
+    can_shm || die "--backing tmpfs needs a writable /dev/shm"
     mem_ok "$BACK1_MB" || die "$BACKING_NOTE (try a smaller --size / --rounds, or --backing file)" ;;
   file) ;;
-  *) die "--backing wants file or tmpfs-loop" ;;
+  *) die "--backing wants file or tmpfs" ;;
 esac
 
 OWN_DIR=0
@@ -127,13 +124,12 @@ if [[ -z "$DIR" ]]; then DIR="$(mktemp -d /tmp/clone-fio.XXXXXX)"; OWN_DIR=1; fi
 mkdir -p "$DIR"
 SOCK="$DIR/ctl.sock"
 PID=""    # the running ftld
-LOOP=""   # its loop device (tmpfs-loop)
-SHM=""    # the /dev/shm file under LOOP
+SHM=""    # its backing file in /dev/shm (tmpfs)
 PORT=""
 PHASES="$DIR/phases.tsv"
 
 # stop: SIGTERM to our ftld (it checkpoints and exits), bounded wait, then
-# SIGKILL; then detach the loop device and remove the shm file.
+# SIGKILL; then remove the shm file.
 stop() {
   if [[ -n "$PID" ]]; then
     kill "$PID" 2>/dev/null || true
@@ -142,7 +138,6 @@ stop() {
     wait "$PID" 2>/dev/null || true
     PID=""
   fi
-  if [[ -n "$LOOP" ]]; then losetup -d "$LOOP" 2>/dev/null || true; LOOP=""; fi
   if [[ -n "$SHM" ]]; then rm -f "$SHM"; SHM=""; fi
 }
 cleanup() {
@@ -155,19 +150,17 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # start BACKING_MB FILL: a fresh daemon on a new backing of BACKING_MB MiB;
-# FILL=1 writes it full of zeros first (see the header).
+# FILL=1 writes it full of zeros first and starts ftld with --no-discard
+# (see the header).
 start() {
   local mb="$1" fill="$2" dev
-  if [[ "$BACKING" == tmpfs-loop ]]; then
+  local extra=()
+  if (( fill )); then extra=(--no-discard); fi
+  if [[ "$BACKING" == tmpfs ]]; then
     SHM="$(mktemp /dev/shm/clone-fio.XXXXXX)"
     if (( fill )); then dd if=/dev/zero of="$SHM" bs=1M count="$mb" status=none
     else truncate -s "${mb}M" "$SHM"; fi
-    LOOP="$(losetup -f --show "$SHM")"
-    local dmax
-    dmax="/sys/block/${LOOP##*/}/queue/discard_max_bytes"
-    echo 0 2>/dev/null >"$dmax" || true
-    [[ "$(cat "$dmax")" == 0 ]] || echo "clone_fio: warning: could not disable discard on $LOOP" >&2
-    dev="$LOOP"
+    dev="$SHM"
   else
     dev="$DIR/backing.img"
     rm -f "$dev"
@@ -177,7 +170,7 @@ start() {
     else truncate -s "${mb}M" "$dev"; fi
   fi
   rm -f "$SOCK"
-  "$BUILD/nbd/ftld" --format --bind 127.0.0.1 --port 0 --control "$SOCK" \
+  "$BUILD/nbd/ftld" --format "${extra[@]}" --bind 127.0.0.1 --port 0 --control "$SOCK" \
       "$dev" >"$DIR/ftld.log" 2>&1 &
   PID=$!
   for _ in $(seq 100); do
@@ -243,10 +236,10 @@ print("  log written %.0f MiB%s, segments free %s of %s, segments cleaned during
     s.get("write_amplification")))' "${1:-}" || true
 }
 
-if [[ "$BACKING" == tmpfs-loop ]]; then
-  bdesc="tmpfs-loop (loop device over a /dev/shm file, discard off; $( ((PRETOUCH)) && echo "written full of zeros" || echo sparse))"
+if [[ "$BACKING" == tmpfs ]]; then
+  bdesc="tmpfs (a file in /dev/shm, $( ((PRETOUCH)) && echo "written full of zeros, ftld --no-discard" || echo "sparse, ftld discards"))"
 else
-  bdesc="file in $DIR ($( ((PRETOUCH)) && echo "written full of zeros and synced" || echo sparse); format punches holes over it)"
+  bdesc="file in $DIR ($( ((PRETOUCH)) && echo "written full of zeros and synced, ftld --no-discard" || echo "sparse, ftld discards"))"
 fi
 echo "clone_fio: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), region ${SIZE_MB} MiB, QD1 region ${QD1_MB} MiB, ${ROUNDS} rounds"
 echo "  backing: $bdesc${BACKING_NOTE:+; $BACKING_NOTE}"
@@ -306,7 +299,7 @@ stop
 
 # Part 2. D: written and fragmented like A, never cloned; reads of A (cloned
 # 16 times) and of D alternate, 3 rounds, so drift hits both alike.
-if [[ "$BACKING" == tmpfs-loop ]]; then start $((SIZE_MB * 30)) 0; else start $((SIZE_MB * 40)) 0; fi
+if [[ "$BACKING" == tmpfs ]]; then start $((SIZE_MB * 30)) 0; else start $((SIZE_MB * 40)) 0; fi
 D=$((SIZE_MB * 20))
 seqfill $A
 seqfill $D
