@@ -1,6 +1,7 @@
 #include "greedy_sim.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -280,6 +281,35 @@ GreedyResult RunGreedy(const GreedyOptions& opts) {
   return {m.user() - u0,        m.relocated() - r0, m.cleaned() - c0,
           m.checkpoints() - k0, m.headers() - h0,   m.wasted() - w0,
           m.hot_user() - hu0,   m.active_writes() - a0};
+}
+
+double FluidGreedyWa(double u) {
+  // (1 - x) / -ln(x) rises from 0 to 1 as x goes from 0 to 1: bisect.
+  double lo = 1e-12, hi = 1 - 1e-12;
+  for (int i = 0; i < 64; ++i) {
+    const double x = (lo + hi) / 2;
+    if ((1 - x) / -std::log(x) < u) {
+      lo = x;
+    } else {
+      hi = x;
+    }
+  }
+  return 1 / (1 - lo);
+}
+
+double FluidTwoClassWa(const Workload& w, double fill, double* hot_space) {
+  const double hot_live = fill * w.hot_lba_fraction, cold_live = fill - hot_live;
+  double best = 0, best_h = 0;
+  // h: the hot region's share of the space; each region must hold its data.
+  for (int k = 1; k < 10000; ++k) {
+    const double h = k / 10000.0;
+    if (hot_live >= h || cold_live >= 1 - h) continue;
+    const double wa = w.hot_write_fraction * FluidGreedyWa(hot_live / h) +
+                      (1 - w.hot_write_fraction) * FluidGreedyWa(cold_live / (1 - h));
+    if (best == 0 || wa < best) best = wa, best_h = h;
+  }
+  if (hot_space) *hot_space = best_h;
+  return best;
 }
 
 }  // namespace ftl::bench

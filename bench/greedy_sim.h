@@ -85,4 +85,19 @@ struct GreedyResult {
 // reserve and the open segments.
 GreedyResult RunGreedy(const GreedyOptions& opts);
 
+// The fluid limit of the model above (infinitely many, infinitely large
+// segments, no reserve, no headers): uniform overwrites of a region whose
+// live data fills a fraction u of its space. Every segment then decays
+// alike, so greedy cleans the oldest: the victim's live fraction x solves
+// u = (1 - x) / -ln(x), and write amplification is 1 / (1 - x).
+// REQUIRES: 0 < u < 1.
+double FluidGreedyWa(double u);
+
+// The same limit for a hot/cold workload with the two classes perfectly
+// separated, each in its own region, and the space split between the
+// regions in the best way (searched): the least write amplification any
+// two-class placement with a greedy cleaner can reach on `fill` (live data
+// / space). *hot_space gets the hot region's share of the space.
+double FluidTwoClassWa(const Workload& w, double fill, double* hot_space = nullptr);
+
 }  // namespace ftl::bench

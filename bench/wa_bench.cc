@@ -278,11 +278,22 @@ void BM_WriteAmplification(benchmark::State& state, WaCase c) {
     state.counters["cb_sep"] = cb_sep;
     state.counters["cb_temp"] = cb_temp;
     state.counters["cb_oracle"] = cb_oracle;
+    // The fluid limit (no geometry, no headers): greedy on one mixed
+    // stream, and perfect two-class separation with the best space split.
+    const double fluid = FluidGreedyWa(c.fill);
+    double fluid_hot_space = 0;
+    const double fluid_two = c.hot ? FluidTwoClassWa(wl, c.fill, &fluid_hot_space) : fluid;
+    state.counters["fluid"] = fluid;
+    state.counters["fluid_2class"] = fluid_two;
     const std::string models = absl::StrFormat(
         "models: greedy %.2f, with the engine's record headers %.2f; keeping %d free, "
         "cost-benefit with user/relocation streams %.2f, with temperature placement %.2f, with "
-        "perfect hot/cold separation %.2f",
-        greedy, greedy_hdr, kEngineFreeAvg, cb_sep, cb_temp, cb_oracle);
+        "perfect hot/cold separation %.2f; fluid limit: greedy %.2f%s",
+        greedy, greedy_hdr, kEngineFreeAvg, cb_sep, cb_temp, cb_oracle, fluid,
+        c.hot ? absl::StrFormat(", perfect separation with the best split %.2f (hot region "
+                                "%.0f%% of the space)",
+                                fluid_two, fluid_hot_space * 100)
+              : std::string());
 
     Result r{"write amplification", name, 0, "", "", true, ""};
     if (!c.hot) {

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <random>
 #include <vector>
 
@@ -308,6 +310,25 @@ TEST(PlacementModel, SkewedWritesCopyLessUniformWritesNoMore) {
   const double usep = ModelWa(bench::Streams::kUserGc, uniform);
   const double utemp = ModelWa(bench::Streams::kTemperature, uniform);
   EXPECT_LT(utemp, usep * 1.05) << "uniform: streams " << usep << ", placement " << utemp;
+}
+
+// The fluid limit: greedy = oldest-first, u = (1 - x) / -ln(x); checked
+// against hand-solved points, and the two-class optimum can never lose to
+// mixing both classes in one region (h = the hot data's share of the data).
+TEST(PlacementModel, FluidLimitMatchesItsClosedForm) {
+  for (double u : {0.5, 0.7, 0.8, 0.9}) {
+    const double wa = bench::FluidGreedyWa(u);
+    const double x = 1 - 1 / wa;
+    EXPECT_NEAR((1 - x) / -std::log(x), u, 1e-9) << u;
+  }
+  EXPECT_NEAR(bench::FluidGreedyWa(0.8), 2.693, 0.001);
+  EXPECT_NEAR(bench::FluidGreedyWa(0.9), 5.179, 0.001);
+  double hot_space = 0;
+  const double two = bench::FluidTwoClassWa({0.8, 0.2}, 0.8, &hot_space);
+  EXPECT_NEAR(two, 1.998, 0.002);  // issue 2's "80/20 at 0.8 <= 2.0"
+  EXPECT_NEAR(hot_space, 0.259, 0.002);
+  // Uniform writes split by LBA gain nothing from separation.
+  EXPECT_NEAR(bench::FluidTwoClassWa({0.2, 0.2}, 0.8), bench::FluidGreedyWa(0.8), 0.002);
 }
 
 // OpenOptions::placement pins the choice: off never uses the hot slot, on
