@@ -22,8 +22,9 @@
 #     fresh log space and the cleaner never runs (log budget: 1.05 x the
 #     sequential fills, 1.2 x the QD32 phases, 2.1 x the QD1 phases - a QD1
 #     write is a record of its own, header block plus data block - plus 160
-#     MiB); the run prints the log actually written and the segments cleaned
-#     (expected: 0).
+#     MiB; the backing holds 1.1 x that plus 320 MiB, as the cleaner starts
+#     while some segments are still free); the run prints the log actually
+#     written and the segments cleaned (expected: 0).
 #     Why the backing matters: on this VM the first write into never-touched
 #     (or recently freed) guest memory costs ~10 us per 4 KiB page. By
 #     default ftld's format punches holes over the whole data area of a
@@ -75,7 +76,7 @@ while [[ $# -gt 0 ]]; do
     --qd1-size) QD1_MB="$2"; shift 2 ;;
     --backing) BACKING="$2"; shift 2 ;;
     --no-pretouch) PRETOUCH=0; shift ;;
-    -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,59p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -93,7 +94,9 @@ command -v fio >/dev/null || die "fio not installed"
 # volume (0.8 of the segments) must reach D + SIZE = 9 x SIZE.
 LOG_MB=$(( 2 * SIZE_MB * 105 / 100 + ROUNDS * 4 * SIZE_MB * 120 / 100 \
            + ROUNDS * 4 * QD1_MB * 210 / 100 + 160 ))
-BACK1_MB=$(( LOG_MB * 33 / 32 + 8 ))
+# Plus 10% and 320 MiB: the cleaner starts while a few segments plus a
+# slack (1 per 128 not holding live data, at most 64) are still free.
+BACK1_MB=$(( LOG_MB * 33 * 110 / 3200 + 320 ))
 (( BACK1_MB >= 12 * SIZE_MB + 64 )) || BACK1_MB=$(( 12 * SIZE_MB + 64 ))
 
 BACKING_NOTE=""
