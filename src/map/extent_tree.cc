@@ -476,6 +476,7 @@ bool ExtentTree::AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba
     return false;
   Leaf* l = const_cast<Leaf*>(static_cast<const Leaf*>(leaf));  // this tree's alone
   Bump();  // the mapping changes; the shape does not
+  ++ctx_->in_leaf_edits;
   const Split s = AssignLeaf(l, lba, lba + 1, vba, true);
   assert(s.right == nullptr);
   (void)s;

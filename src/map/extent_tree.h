@@ -80,6 +80,7 @@ struct TreeContext {
   // and the exclusivity that lookup saw still holds (AssignInLeaf).
   uint64_t shape = 0;
   uint32_t last_gen = 0;  // last Node::gen handed out
+  uint64_t in_leaf_edits = 0;  // AssignInLeaf calls that edited (tests)
   uint64_t memory_bytes() const { return leaves * sizeof(Leaf) + inners * sizeof(Inner); }
 };
 
