@@ -131,6 +131,7 @@ struct PoolStats {
   uint64_t free_bytes = 0;          // physical bytes in free segments
   uint64_t live_bytes = 0;          // physical bytes holding live data
   uint64_t map_memory_bytes = 0;    // volume trees + VBA table
+  uint64_t map_vba_table_bytes = 0; // the VBA table's part of it
   uint64_t mapped_blocks = 0;       // blocks mapped over all volumes
   uint64_t next_seq = 0;
   uint32_t snapshots = 0;

@@ -121,6 +121,7 @@ class MapState {
   void ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode = ApplyMode::kNormal);
 
   uint64_t memory_bytes() const { return ctx_.memory_bytes() + vbas_.memory_bytes(); }
+  uint64_t vba_table_memory_bytes() const { return vbas_.memory_bytes(); }
   uint64_t mapped_blocks() const;
 
  private:

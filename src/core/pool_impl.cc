@@ -794,6 +794,7 @@ PoolStats PoolImpl::Stats() const {
     s.free_bytes = uint64_t(segs.free_count()) * geo_.segment_blocks * kBlockSize;
     s.live_bytes = segs.live_blocks() * kBlockSize;
     s.map_memory_bytes = state_->memory_bytes();
+    s.map_vba_table_bytes = state_->vba_table_memory_bytes();
     s.hot_lifespan_seqs = placement_.hot_lifespan();
     s.mapped_blocks = state_->mapped_blocks();
   }
