@@ -104,6 +104,61 @@ TEST(ExtentTree, SequentialWritesStayOneExtentAndSmall) {
   EXPECT_EQ(f.ctx.leaves + f.ctx.inners, 1u);
 }
 
+TEST(ExtentTree, ExtentsLongerThanOneLeafEntryAreStoredInPieces) {
+  // A leaf entry holds at most kMaxEntryLen blocks: longer extents map
+  // exactly, in as few entries as that allows, and growing a run stops
+  // merging at the cap instead of overflowing the 16-bit length.
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  const Bno n = 3 * kMaxEntryLen + 100;
+  auto v = f.Fresh(n);
+  ASSERT_EQ(v.back(), v[0] + n - 1);
+  t.Assign(0, n, v[0]);
+  EXPECT_EQ(t.extent_count(), 4u);
+  EXPECT_EQ(t.mapped_blocks(), n);
+  std::vector<Extent> out;
+  t.Lookup(0, n, &out);
+  Bno at = 0;
+  for (const Extent& e : out) {
+    EXPECT_EQ(e.lba, at);
+    EXPECT_EQ(e.vba, v[0] + at);
+    EXPECT_LE(e.len, kMaxEntryLen);
+    at += e.len;
+  }
+  EXPECT_EQ(at, n);
+  ExpectRefcountsExact(f, {&t});
+
+  // Sequential appends fold into one entry until it is full.
+  ExtentTree s(&f.ctx);
+  auto w = f.Fresh(kMaxEntryLen + 1000);
+  ASSERT_EQ(w.back(), w[0] + kMaxEntryLen + 999);
+  for (Bno lba = 0; lba < kMaxEntryLen + 1000; lba += 100) s.Assign(lba, 100, w[lba]);
+  EXPECT_EQ(s.extent_count(), 2u);
+  EXPECT_EQ(s.LookupOne(kMaxEntryLen), w[kMaxEntryLen]);
+  ExpectRefcountsExact(f, {&t, &s});
+}
+
+TEST(ExtentTree, LongAssignKeepsVbasAnEarlierPieceUnmaps) {
+  // [0, kMaxEntryLen) maps to the VBAs that the second piece of a longer
+  // assign over [0, 2 * kMaxEntryLen) maps again: the first piece unmaps
+  // them before the second maps them, and they must not be freed between.
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  auto v = f.Fresh(2 * kMaxEntryLen);
+  ASSERT_EQ(v.back(), v[0] + 2 * kMaxEntryLen - 1);
+  t.Assign(0, kMaxEntryLen, v[kMaxEntryLen]);
+  t.Assign(0, 2 * kMaxEntryLen, v[0]);
+  for (Bno k : {Bno(0), kMaxEntryLen - 1, kMaxEntryLen, 2 * kMaxEntryLen - 1}) {
+    EXPECT_EQ(t.LookupOne(k), v[k]);
+    EXPECT_EQ(f.vbas.Get(v[k]).refs, 1u) << k;
+  }
+  EXPECT_EQ(f.vbas.live_vbas(), 2u * kMaxEntryLen);
+  // None of them was handed back to the allocator (single VBAs come from
+  // the lowest free ones).
+  for (int i = 0; i < 8; ++i) EXPECT_GE(f.Fresh(1)[0], v[0] + 2 * kMaxEntryLen);
+  ExpectRefcountsExact(f, {&t});
+}
+
 TEST(ExtentTree, RandomOrderFillKeepsLeavesFourFifthsFull) {
   // Every block its own extent (VBAs never continue), written in random
   // order: overflowing leaves share with a neighbour instead of leaving two

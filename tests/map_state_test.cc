@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
+#include "core/checkpoint_format.h"
 #include "core/map_state.h"
 #include "map_test_util.h"
+#include "util/checksum.h"
+#include "util/encoding.h"
 
 namespace ftl::core {
 namespace {
@@ -182,6 +186,55 @@ TEST(MapStateApply, LeafEditsFromLookupsMatchFullAssigns) {
       ASSERT_EQ(a->vbas().Get(e.vba + k).refs, b->vbas().Get(e.vba + k).refs) << e.vba + k;
   EXPECT_GT(a->tree_context()->in_leaf_edits, 500u);  // the fast path ran
   EXPECT_EQ(b->tree_context()->in_leaf_edits, 0u);    // never without lookups
+}
+
+
+// Leaf entries hold at most map::kMaxEntryLen blocks. A long run survives
+// a checkpoint as several entries; a checkpoint written by a build whose
+// leaves stored longer entries is refused (recovery then rebuilds from the
+// log) instead of being cut to 16 bits.
+TEST(CheckpointFormat, LongRunsRoundTripAndOlderLongEntriesAreRefused) {
+  constexpr Bno kRun = 70000;  // 65535 + 4465: two leaf entries
+  MapState s(64, 2048);
+  VolumeMeta* v = s.AddVolume(kVol, "v", 2 * kRun);
+  auto run = map::testing::FreshVbas(&s.vbas(), kRun);
+  ASSERT_EQ(run.back(), run[0] + kRun - 1);
+  v->tree.Assign(0, kRun, run[0]);
+  ASSERT_EQ(v->tree.extent_count(), 2u);
+  const log::Uuid uuid{};
+  std::vector<std::byte> bytes = EncodeCheckpoint(s, uuid, 7);
+
+  MapState back(64, 2048);
+  ASSERT_TRUE(DecodeCheckpoint(bytes, uuid, &back).ok());
+  const VolumeMeta* bv = back.FindVolume("v");
+  ASSERT_NE(bv, nullptr);
+  for (Bno lba : {Bno(0), Bno(65534), Bno(65535), kRun - 1})
+    EXPECT_EQ(bv->tree.LookupOne(lba), run[0] + lba);
+  EXPECT_EQ(bv->tree.LookupOne(kRun), kNoBlock);
+
+  // The same checkpoint as an older build wrote it: one leaf of one entry
+  // (lba gap 0, len 70000, vba delta 0) in place of the two.
+  auto b = [](std::initializer_list<int> v) {
+    std::vector<std::byte> out;
+    for (int x : v) out.push_back(std::byte(x));
+    return out;
+  };
+  const auto two = b({0, 2, 0, 0, 0xFF, 0xFF, 0x03, 0, 0, 0xF1, 0x22, 0});
+  const auto one = b({0, 1, 0, 0, 0xF0, 0xA2, 0x04, 0});
+  auto at = std::search(bytes.begin(), bytes.end(), two.begin(), two.end());
+  ASSERT_NE(at, bytes.end()) << "leaf encoding changed";
+  at = bytes.erase(at, at + ptrdiff_t(two.size()));
+  bytes.insert(at, one.begin(), one.end());
+  constexpr size_t kBodyAt = 8 + 4 + 16 + 8 + 8 + 8;
+  std::span<const std::byte> body(bytes.data() + kBodyAt, bytes.size() - kBodyAt);
+  util::PutU64(bytes.data() + kBodyAt - 16, body.size());
+  util::PutU64(bytes.data() + kBodyAt - 8, util::Xxh3(body));
+  MapState old(64, 2048);
+  auto loaded = DecodeCheckpoint(bytes, uuid, &old);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("longer than 65535"), std::string::npos)
+      << loaded.status();
+  EXPECT_EQ(old.tree_context()->leaves, 0u);  // nothing half-built stays
 }
 
 }  // namespace

@@ -221,13 +221,22 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
             nodes.push_back(l);
             return fail("bad extent");
           }
-          l->e[k] = {Bno(lba), Bno(len), Bno(vba)};
+          // Builds before leaf entries had 16-bit lengths wrote longer
+          // entries: such a checkpoint is not used (the log rebuilds it).
+          if (len > map::kMaxEntryLen) {
+            nodes.push_back(l);
+            return fail("leaf entry longer than 65535 blocks");
+          }
+          l->e[k] = map::Extent{Bno(lba), Bno(len), Bno(vba)};
           prev_end = lba + len;
           prev_vba = vba + int64_t(len);
         } else {
-          l->e[k].lba = d.U32();
-          l->e[k].len = d.U32();
-          l->e[k].vba = d.U32();
+          const Bno lba = d.U32(), len = d.U32(), vba = d.U32();
+          if (len > map::kMaxEntryLen) {
+            nodes.push_back(l);
+            return fail("leaf entry longer than 65535 blocks");
+          }
+          l->e[k] = map::Extent{lba, len, vba};
         }
         if (uint64_t(l->e[k].vba) + l->e[k].len > nvba) {
           nodes.push_back(l);

@@ -129,8 +129,8 @@ inline int PrefixCount(const T* a, int n, Pred pred) {
 
 // First entry of e[0, count) whose end is above lba (entries are sorted and
 // disjoint, so ends ascend too).
-int FirstEndingAbove(const Extent* e, int count, Bno lba) {
-  return PrefixCount(e, count, [lba](const Extent& x) { return x.end() <= lba; });
+int FirstEndingAbove(const LeafEntry* e, int count, Bno lba) {
+  return PrefixCount(e, count, [lba](const LeafEntry& x) { return x.end() <= lba; });
 }
 
 // The child of `in` whose range holds lba: the last i >= 1 with
@@ -139,15 +139,16 @@ int ChildFor(const Inner* in, Bno lba) {
   return PrefixCount(in->key + 1, in->count - 1, [lba](Bno k) { return k <= lba; });
 }
 
-// Entries that continue both the LBA and the VBA run of `a` fold into it.
+// Entries that continue both the LBA and the VBA run of `a` fold into it,
+// as long as one leaf entry can hold the result.
 bool Continues(const Extent& a, const Extent& b) {
-  return a.end() == b.lba && a.vba + a.len == b.vba;
+  return a.end() == b.lba && a.vba + a.len == b.vba && a.len + b.len <= kMaxEntryLen;
 }
 
 }  // namespace
 
 ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert) {
-  Extent* e = leaf->e;
+  LeafEntry* e = leaf->e;
   const int count = leaf->count;
   // [a, b): the entries [lo, hi) touches.
   const int a = FirstEndingAbove(e, count, lo);
@@ -161,8 +162,9 @@ ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bo
     mapped_ += hi - lo;
   }
   for (int k = a; k < b; ++k) {
-    Bno cut_lo = std::max(e[k].lba, lo), cut_hi = std::min(e[k].end(), hi);
-    ctx_->vbas->Decref(e[k].vba + (cut_lo - e[k].lba), cut_hi - cut_lo);
+    const Extent x = e[k];
+    Bno cut_lo = std::max(x.lba, lo), cut_hi = std::min(x.end(), hi);
+    ctx_->vbas->Decref(x.vba + (cut_lo - x.lba), cut_hi - cut_lo);
     mapped_ -= cut_hi - cut_lo;
   }
 
@@ -183,7 +185,7 @@ ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bo
     }
   }
   if (a < b && e[b - 1].end() > hi) {
-    const Extent& last = e[b - 1];
+    const Extent last = e[b - 1];
     Extent r{hi, last.end() - hi, last.vba + (hi - last.lba)};
     if (insert && Continues(mid[m - 1], r)) {
       mid[m - 1].len += r.len;
@@ -201,14 +203,14 @@ ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bo
 
   const int n = count - (to - from) + m;
   if (n <= kLeafCap) {
-    std::memmove(e + from + m, e + to, sizeof(Extent) * size_t(count - to));
+    std::memmove(e + from + m, e + to, sizeof(LeafEntry) * size_t(count - to));
     std::copy(mid, mid + m, e + from);
     leaf->count = uint16_t(n);
     return {};
   }
   // Overflow: rebuild and split. A leaf that overflows at its end
   // (sequential appends) keeps most entries; otherwise it splits in half.
-  Extent tmp[kLeafCap + 3];
+  LeafEntry tmp[kLeafCap + 3];
   std::copy(e, e + from, tmp);
   std::copy(mid, mid + m, tmp + from);
   std::copy(e + to, e + count, tmp + from + m);
@@ -240,7 +242,7 @@ void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
   // The three leaves in LBA order, and all their entries.
   Leaf* group[3] = {l, r, n};
   if (nb < i) group[0] = n, group[1] = l, group[2] = r;
-  Extent all[3 * kLeafCap + 3];
+  LeafEntry all[3 * kLeafCap + 3];
   int t = 0;
   for (Leaf* g : group) {
     std::copy(g->e, g->e + g->count, all + t);
@@ -431,6 +433,22 @@ ExtentTree::Split ExtentTree::AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, boo
 void ExtentTree::Assign(Bno lba, Bno len, Bno vba) {
   if (len == 0) return;
   Bump();
+  if (vba == kNoBlock || len <= kMaxEntryLen) {
+    AssignRange(lba, len, vba);
+    return;
+  }
+  // Longer than one leaf entry: in pieces. The guard references keep a
+  // new VBA that an earlier piece unmaps from a later piece's LBAs alive.
+  ctx_->vbas->Incref(vba, len);
+  for (Bno done = 0; done < len;) {
+    const Bno n = std::min(len - done, kMaxEntryLen);
+    AssignRange(lba + done, n, vba + done);
+    done += n;
+  }
+  ctx_->vbas->Decref(vba, len);
+}
+
+void ExtentTree::AssignRange(Bno lba, Bno len, Bno vba) {
   bool insert = vba != kNoBlock;
   if (!root_) {
     if (!insert) return;
@@ -494,7 +512,7 @@ void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
     if (n->leaf) {
       const Leaf* l = static_cast<const Leaf*>(n);
       for (int i = 0; i < l->count; ++i) {
-        const Extent& e = l->e[i];
+        const Extent e = l->e[i];
         if (e.end() <= lba) continue;
         if (e.lba >= hi) break;
         Bno a = std::max(e.lba, lba), b = std::min(e.end(), hi);

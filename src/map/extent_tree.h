@@ -9,6 +9,7 @@
 // Thread-safety: none. One writer mutates trees at a time while holding the
 // pool's map lock exclusively; readers hold it shared.
 
+#include <cassert>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -28,6 +29,26 @@ struct Extent {
 inline constexpr int kLeafCap = 64;
 inline constexpr int kInnerCap = 64;
 
+// Longest extent one leaf entry holds (256 MiB at 4 KiB): entries keep a
+// 16-bit length so a leaf entry is 10 bytes, not 12; a longer extent is
+// stored as several entries (ExtentTree::Assign splits, merges stop here).
+inline constexpr Bno kMaxEntryLen = 0xFFFF;
+
+// An Extent as a leaf stores it: packed, converts to and from Extent.
+// REQUIRES (from Extent): len <= kMaxEntryLen.
+struct __attribute__((packed)) LeafEntry {
+  Bno lba = 0;
+  Bno vba = 0;
+  uint16_t len = 0;
+  LeafEntry() = default;
+  LeafEntry(const Extent& x) : lba(x.lba), vba(x.vba), len(uint16_t(x.len)) {  // NOLINT
+    assert(x.len <= kMaxEntryLen);
+  }
+  operator Extent() const { return {lba, len, vba}; }  // NOLINT
+  Bno end() const { return lba + len; }
+};
+static_assert(sizeof(LeafEntry) == 10);
+
 struct Node {
   uint32_t refs = 1;
   uint16_t count = 0;
@@ -37,7 +58,7 @@ struct Node {
   uint32_t gen = 0;
 };
 struct Leaf : Node {
-  Extent e[kLeafCap];
+  LeafEntry e[kLeafCap];
 };
 // key[i] is the lowest LBA child i may hold (key[0] is unused by lookups).
 struct Inner : Node {
@@ -156,6 +177,8 @@ class ExtentTree {
   Node* MakeWritable(Node** slot);
   Split AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, bool insert);
   Split AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert);
+  // Assign without Bump; an insert is at most kMaxEntryLen blocks.
+  void AssignRange(Bno lba, Bno len, Bno vba);
   // B*-style: child i of `in` split into itself and s->right; shares the
   // entries with a neighbour leaf owned only by `in` so that random inserts
   // leave leaves ~80% full instead of ~69%: all three fit in two (s->right
