@@ -115,6 +115,36 @@ TEST(VbaTableTest, ScatteredPbasGoDenseAndLoadCompactsAgain) {
   EXPECT_EQ(f.vbas.dense_chunks(), 0u);
 }
 
+TEST(VbaTableTest, RecordsAppendedStayRunsUntilEditedInside) {
+  // A random-order fill: records of 12 blocks, one header block between
+  // them in the log, so every record is a run of its own (~315 a chunk).
+  Fixture f;
+  std::vector<Bno> v;
+  while (f.vbas.size() < 2 * VbaTable::kChunkSize) {
+    auto r = f.Write(12);
+    v.insert(v.end(), r.begin(), r.end());
+    ++f.next_pba;  // the next record's header
+  }
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.dense_chunks(), 0u);
+  EXPECT_LT(f.vbas.memory_bytes(), f.vbas.size());  // under 1 B per VBA
+  // An edit among the last runs of a list keeps it...
+  const Bno last_in_first_chunk = VbaTable::kChunkSize - 1;
+  Bno pba = f.FindFreePba();
+  f.vbas.SetPba(last_in_first_chunk, pba);
+  f.model[last_in_first_chunk].pba = pba;
+  EXPECT_EQ(f.vbas.dense_chunks(), 0u);
+  // ... one well inside turns that chunk dense, and nothing changes meaning.
+  pba = f.FindFreePba();
+  f.vbas.SetPba(v[100], pba);
+  f.model[v[100]].pba = pba;
+  EXPECT_EQ(f.vbas.dense_chunks(), 1u);
+  f.ExpectMatches();
+  f.vbas.Load(f.model);
+  f.ExpectMatches();
+  EXPECT_EQ(f.vbas.dense_chunks(), 0u);
+}
+
 TEST(VbaTableTest, RefcountsBeyondSixteenBitsAndEightBits) {
   Fixture f;
   auto v = f.Write(100);

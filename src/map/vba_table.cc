@@ -84,6 +84,8 @@ size_t VbaTable::SplitAt(Chunk& c, uint32_t off) {
   const Run r = c.runs[k];
   if (r.off == off) return k;
   Run tail{r.pba == kNoBlock ? kNoBlock : r.pba + (off - r.off), uint16_t(off), r.refs};
+  // Grow by a quarter, not double: run lists are most of the table.
+  if (c.runs.size() == c.runs.capacity()) c.runs.reserve(c.runs.size() + c.runs.size() / 4 + 4);
   c.runs.insert(c.runs.begin() + ptrdiff_t(k + 1), tail);
   return k + 1;
 }
@@ -118,6 +120,13 @@ void VbaTable::Edit(Bno vba, Bno n, bool grows_refs, F fn) {
     const Bno base = vba & ~(kChunkSize - 1);
     const uint32_t lo = vba - base;
     const uint32_t hi = uint32_t(std::min<uint64_t>(kChunkSize, uint64_t(lo) + n));
+    if (!c.dense() && c.runs.size() > kMaxRunsEditedInside) {
+      // Long lists are built by appends; an edit further inside would move
+      // too much of the list: the chunk goes dense first.
+      auto it = std::upper_bound(c.runs.begin(), c.runs.end(), lo,
+                                 [](uint32_t o, const Run& r) { return o < r.off; });
+      if (c.runs.end() - it > ptrdiff_t(kMaxRunsAfterEdit)) Densify(c);
+    }
     if (!c.dense() && grows_refs) {
       // A count that would outgrow a run's 16 bits needs the dense form.
       for (size_t k = SplitAt(c, lo); k < c.runs.size() && c.runs[k].off < hi; ++k) {

@@ -7,9 +7,11 @@
 //
 // Storage: chunks of 4096 VBAs. A chunk starts as a short sorted list of
 // runs (consecutive VBAs with one refcount whose PBAs are consecutive too,
-// or all without a PBA): sequentially written data costs ~0.25 B per VBA.
-// A chunk whose list grows past kMaxRuns turns dense: a 4-byte PBA and a
-// 1-byte refcount per VBA (counts >= 255 live in a side map), 5 B per VBA.
+// or all without a PBA), 8 B a run: sequentially written data costs ~0.25 B
+// per VBA, a random-order fill (one run per record) ~0.6 B. A chunk whose
+// list grows past kMaxRuns, or is long and edited well inside, turns dense:
+// a 4-byte PBA and a 1-byte refcount per VBA (counts >= 255 live in a side
+// map), 5 B per VBA.
 // Dense chunks turn back into runs when the table is loaded from a
 // checkpoint. The form is invisible to callers.
 //
@@ -42,7 +44,14 @@ class VbaTable {
   };
   static constexpr Bno kChunkBits = 12;
   static constexpr Bno kChunkSize = Bno(1) << kChunkBits;
-  static constexpr size_t kMaxRuns = 256;  // 2 KiB of runs vs 20 KiB dense
+  // Run lists grow to kMaxRuns by edits near their end (new VBAs are
+  // handed out in order, so a random-order fill appends one run per
+  // record); an edit in a list longer than kMaxRunsEditedInside with more
+  // than kMaxRunsAfterEdit runs after it turns the chunk dense instead of
+  // moving the rest of the list (overwrites and frees in old data).
+  static constexpr size_t kMaxRuns = 1024;  // 8 KiB of runs vs 20 KiB dense
+  static constexpr size_t kMaxRunsEditedInside = 256;
+  static constexpr size_t kMaxRunsAfterEdit = 32;
 
   // `max_vbas` caps the table (a pool never needs more VBAs than it has
   // physical blocks plus slack).
