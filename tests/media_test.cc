@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -155,6 +156,46 @@ TEST(FileMediaTest, ReadWriteRoundTripAlignedAndUnaligned) {
   ASSERT_TRUE((*media)->Read(4 * kMiB - 1, back).ok());
   EXPECT_EQ(back, one);
   ASSERT_TRUE((*media)->Sync().ok());
+}
+
+TEST(MediaGatherTest, WriteGatherEqualsOneWriteOfTheConcatenation) {
+  // Uneven and empty pieces, more than one pwritev's worth of them (file),
+  // the same on memory media and through the default (block device and
+  // fault media path: one Write of the joined bytes).
+  TempDir dir;
+  auto file = OpenFileMedia(dir.File("store.img"), 8 * kMiB);
+  ASSERT_TRUE(file.ok());
+  std::vector<std::shared_ptr<Media>> all{*file, NewMemMedia(8 * kMiB)};
+  EXPECT_TRUE(all[0]->gathers_writes());
+  EXPECT_TRUE(all[1]->gathers_writes());
+  const auto data = Pattern(3 * kMiB, 9);
+  std::vector<std::span<const std::byte>> pieces;
+  for (size_t at = 0, k = 0; at < data.size(); ++k) {
+    const size_t n = std::min(data.size() - at, k % 7 == 3 ? size_t(0) : 512 + (k * 977) % 4096);
+    pieces.emplace_back(data.data() + at, n);
+    at += n;
+  }
+  ASSERT_GT(pieces.size(), 1024u);
+  for (const auto& m : all) {
+    ASSERT_TRUE(m->WriteGather(1 * kMiB + 5, pieces).ok()) << m->Describe();
+    std::vector<std::byte> got(data.size() + 10);
+    ASSERT_TRUE(m->Read(1 * kMiB, got).ok());
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin() + 5)) << m->Describe();
+    EXPECT_EQ(got[0], std::byte{0});
+    EXPECT_EQ(got.back(), std::byte{0});
+    // Past the end: refused, nothing written.
+    std::vector<std::byte> before(16);
+    ASSERT_TRUE(m->Read(8 * kMiB - 16, before).ok());
+    EXPECT_FALSE(m->WriteGather(8 * kMiB - 2 * kMiB, pieces).ok());
+    std::vector<std::byte> after(16);
+    ASSERT_TRUE(m->Read(8 * kMiB - 16, after).ok());
+    EXPECT_EQ(before, after);
+    // The default path (copy into one buffer, then Write).
+    ASSERT_TRUE(m->Media::WriteGather(5 * kMiB, pieces).ok());
+    got.resize(data.size());
+    ASSERT_TRUE(m->Read(5 * kMiB, got).ok());
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin())) << m->Describe();
+  }
 }
 
 TEST(FileMediaTest, OutOfRangeIsRejectedAndChangesNothing) {

@@ -23,6 +23,15 @@ class Media {
   virtual uint64_t size() const = 0;
   virtual absl::Status Read(uint64_t offset, std::span<std::byte> out) = 0;
   virtual absl::Status Write(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Writes `pieces` back to back from `offset`: the same effect, durability
+  // and failure modes as one Write of their concatenation (which is what the
+  // default does, through a temporary buffer). File and memory media write
+  // the pieces in place; gathers_writes() says so, and the engine then
+  // hands over a record's header and its requests' data without first
+  // copying them into one buffer.
+  virtual absl::Status WriteGather(uint64_t offset,
+                                   std::span<const std::span<const std::byte>> pieces);
+  virtual bool gathers_writes() const { return false; }
   // Makes every completed Write durable.
   virtual absl::Status Sync() = 0;
   // Tells the device a range is free (punch hole / BLKDISCARD). Reading it

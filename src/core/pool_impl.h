@@ -393,6 +393,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   uint32_t open_seg_[gc::kSlotCount] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
   uint32_t open_cursor_ = 0;
   AlignedBuffer record_buf_;
+  // The committer's pieces of one record for Media::WriteGather (reused).
+  std::vector<std::span<const std::byte>> gather_;
   uint64_t next_seq_ = 1;
   // Sealed segments since the last checkpoint, in quarters: 4 per segment
   // sealed by user writes, 1 per segment sealed by the cleaner.

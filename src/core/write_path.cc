@@ -655,22 +655,33 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
   uint32_t hb = log::HeaderBlocksFor(payload);
   uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
   // The committer's record buffer is reused from batch to batch.
-  size_t record_bytes = size_t(hb + data_blocks) * kBlockSize;
-  if (record_buf_.size() < record_bytes) record_buf_ = AlignedBuffer(record_bytes);
-  std::span<std::byte> buf = record_buf_.span().subspan(0, record_bytes);
+  // The data follows the header in request order: handed to the media as
+  // pieces when it gathers (no copy), else copied behind the header.
+  const bool gather = media_->gathers_writes();
+  const size_t record_bytes = size_t(hb + data_blocks) * kBlockSize;
+  const size_t buf_bytes = gather ? size_t(hb) * kBlockSize : record_bytes;
+  if (record_buf_.size() < buf_bytes) record_buf_ = AlignedBuffer(buf_bytes);
+  std::span<std::byte> buf = record_buf_.span().subspan(0, buf_bytes);
   log::EncodeRecordHeader(h, buf.subspan(0, size_t(hb) * kBlockSize));
+  gather_.clear();
+  if (gather) gather_.push_back(buf.subspan(0, size_t(hb) * kBlockSize));
   std::byte* p = buf.data() + size_t(hb) * kBlockSize;
   for (Request* r : batch) {
     if (r->note) continue;
     for (const ReqOp& op : r->ops) {
       if (op.type != log::OpType::kWrite && op.type != log::OpType::kReloc) continue;
       size_t bytes = size_t(op.count) * kBlockSize;
-      std::memcpy(p, op.data, bytes);
-      p += bytes;
+      if (gather) {
+        gather_.emplace_back(op.data, bytes);
+      } else {
+        std::memcpy(p, op.data, bytes);
+        p += bytes;
+      }
     }
   }
   Bno pba = state_->segments().FirstBlock(seg) + state_->segments().at(seg).write_ptr;
-  absl::Status s = media_->Write(MediaOffset(pba), buf);
+  absl::Status s = gather ? media_->WriteGather(MediaOffset(pba), gather_)
+                          : media_->Write(MediaOffset(pba), buf);
   if (s.ok()) {
     // A sync names what it covers by last_written_seq_ (durable_seq in
     // later records). It must never name the first of a joined pair
@@ -697,7 +708,7 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
     FailRequests(batch, failed);
     return failed;
   }
-  media_bytes_ += buf.size();
+  media_bytes_ += record_bytes;
   NoteIo();
   user_bytes_ += user_blocks * kBlockSize;
   reloc_bytes_ += reloc_blocks * kBlockSize;

@@ -43,6 +43,10 @@ class FaultMedia : public Media {
   uint64_t size() const override;
   absl::Status Read(uint64_t offset, std::span<std::byte> out) override;
   absl::Status Write(uint64_t offset, std::span<const std::byte> data) override;
+  // WriteGather is the default (one Write of the concatenation, so every
+  // fault applies to the record as a whole); saying it gathers makes the
+  // engine take its gather path under the crash tests too.
+  bool gathers_writes() const override { return true; }
   absl::Status Sync() override;
   absl::Status Discard(uint64_t offset, uint64_t length) override;
   std::string Describe() const override { return "fault-injecting memory"; }

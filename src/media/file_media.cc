@@ -48,6 +48,15 @@ class FileMedia : public Media {
     return PwriteAll(fd_, data, offset, what_);
   }
 
+  absl::Status WriteGather(uint64_t offset,
+                           std::span<const std::span<const std::byte>> pieces) override {
+    size_t total = 0;
+    for (const auto& p : pieces) total += p.size();
+    if (auto s = CheckRange(what_, offset, total, size_); !s.ok()) return s;
+    return PwritevAll(fd_, pieces, offset, what_);
+  }
+  bool gathers_writes() const override { return true; }
+
   absl::Status Sync() override {
     while (::fdatasync(fd_) != 0) {
       if (errno != EINTR) return ErrnoError("fdatasync", what_, 0, errno);

@@ -3,6 +3,7 @@
 // mapping, and pread/pwrite loops that retry EINTR and short transfers.
 // Stateless; safe to call from any thread.
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,6 +76,44 @@ inline absl::Status PwriteAll(int fd, std::span<const std::byte> data,
                                               offset + done, ": no progress"));
     }
     done += size_t(n);
+  }
+  return absl::OkStatus();
+}
+
+// Writes the pieces back to back from `offset` with pwritev, at most
+// kMaxIov pieces a call, resuming after short writes (also inside a piece).
+inline absl::Status PwritevAll(int fd, std::span<const std::span<const std::byte>> pieces,
+                               uint64_t offset, const std::string& what) {
+  constexpr size_t kMaxIov = 512;  // under IOV_MAX (1024 on Linux)
+  size_t i = 0, skip = 0;  // next piece, bytes of it already written
+  while (i < pieces.size()) {
+    struct iovec iov[kMaxIov];
+    int n_iov = 0;
+    for (size_t k = i; k < pieces.size() && n_iov < int(kMaxIov); ++k) {
+      const size_t off = k == i ? skip : 0;
+      if (pieces[k].size() == off) continue;
+      iov[n_iov].iov_base = const_cast<std::byte*>(pieces[k].data() + off);
+      iov[n_iov].iov_len = pieces[k].size() - off;
+      ++n_iov;
+    }
+    if (n_iov == 0) break;
+    ssize_t n = ::pwritev(fd, iov, n_iov, off_t(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write", what, offset, errno);
+    }
+    if (n == 0) {
+      return absl::InternalError(
+          absl::StrCat("write ", what, " at offset ", offset, ": no progress"));
+    }
+    offset += uint64_t(n);
+    size_t left = size_t(n);
+    while (i < pieces.size() && left >= pieces[i].size() - skip) {
+      left -= pieces[i].size() - skip;
+      skip = 0;
+      ++i;
+    }
+    skip += left;
   }
   return absl::OkStatus();
 }

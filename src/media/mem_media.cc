@@ -40,6 +40,20 @@ class MemMedia : public Media {
     return absl::OkStatus();
   }
 
+  absl::Status WriteGather(uint64_t offset,
+                           std::span<const std::span<const std::byte>> pieces) override {
+    size_t total = 0;
+    for (const auto& p : pieces) total += p.size();
+    if (auto s = CheckRange("memory", offset, total, size_); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    for (const auto& p : pieces) {
+      if (!p.empty()) std::memcpy(data_.data() + offset, p.data(), p.size());
+      offset += p.size();
+    }
+    return absl::OkStatus();
+  }
+  bool gathers_writes() const override { return true; }
+
   absl::Status Sync() override { return absl::OkStatus(); }
 
   absl::Status Discard(uint64_t offset, uint64_t length) override {

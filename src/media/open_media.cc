@@ -4,11 +4,25 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ftl/media.h"
 
 namespace ftl {
+
+absl::Status Media::WriteGather(uint64_t offset,
+                                std::span<const std::span<const std::byte>> pieces) {
+  size_t total = 0;
+  for (const auto& p : pieces) total += p.size();
+  std::vector<std::byte> joined(total);
+  size_t at = 0;
+  for (const auto& p : pieces) {
+    if (!p.empty()) std::memcpy(joined.data() + at, p.data(), p.size());
+    at += p.size();
+  }
+  return Write(offset, joined);
+}
 
 absl::StatusOr<std::shared_ptr<Media>> OpenMedia(const std::string& path,
                                                  uint64_t create_size) {
