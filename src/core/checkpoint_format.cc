@@ -213,6 +213,7 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
       uint64_t prev_end = 0;
       int64_t prev_vba = 0;
       for (int k = 0; k < n; ++k) {
+        map::Extent x;
         if (version >= 2) {
           uint64_t lba = prev_end + d.Varint();
           uint64_t len = d.Varint();
@@ -221,27 +222,25 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
             nodes.push_back(l);
             return fail("bad extent");
           }
-          // Builds before leaf entries had 16-bit lengths wrote longer
-          // entries: such a checkpoint is not used (the log rebuilds it).
-          if (len > map::kMaxEntryLen) {
-            nodes.push_back(l);
-            return fail("leaf entry longer than 65535 blocks");
-          }
-          l->e[k] = map::Extent{Bno(lba), Bno(len), Bno(vba)};
+          x = {Bno(lba), Bno(len), Bno(vba)};
           prev_end = lba + len;
           prev_vba = vba + int64_t(len);
         } else {
-          const Bno lba = d.U32(), len = d.U32(), vba = d.U32();
-          if (len > map::kMaxEntryLen) {
-            nodes.push_back(l);
-            return fail("leaf entry longer than 65535 blocks");
-          }
-          l->e[k] = map::Extent{lba, len, vba};
+          x.lba = d.U32();
+          x.len = d.U32();
+          x.vba = d.U32();
         }
-        if (uint64_t(l->e[k].vba) + l->e[k].len > nvba) {
+        // Builds before leaf entries had 16-bit lengths wrote longer
+        // entries: such a checkpoint is not used (the log rebuilds it).
+        if (x.len > map::kMaxEntryLen) {
+          nodes.push_back(l);
+          return fail("leaf entry longer than 65535 blocks");
+        }
+        if (uint64_t(x.vba) + x.len > nvba) {
           nodes.push_back(l);
           return fail("extent names an unknown VBA");
         }
+        l->e[k] = x;
       }
       nodes.push_back(l);
     } else if (kind == 1) {
