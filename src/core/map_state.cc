@@ -187,7 +187,7 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
       case log::OpType::kWrite:
         if (next_write + kAhead < writes.size())
           PrefetchForApply(*writes[next_write + kAhead], planned_[next_write + kAhead]);
-        ApplyWrite(op.write, data, h.seq, mode,
+        ApplyWrite(op.write, data, h.seq, mode, !writes.empty(),
                    next_write < writes.size() ? planned_[next_write] : -1);
         ++next_write;
         si.data_seq_sum += h.seq * op.write.vba.size();
@@ -224,7 +224,7 @@ const map::ExtentLookup* MapState::LookupForApply(const log::WriteOp& w, int32_t
 }
 
 void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode,
-                          int32_t lookup) {
+                          bool planned, int32_t lookup) {
   VolumeMeta* v = volume(w.vol);
   if (!v) return;
   Bno n = Bno(w.vba.size());
@@ -241,7 +241,9 @@ void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, Ap
     bool same = vbas_.InRange(w.vba[i]) && vbas_.Get(w.vba[i]).refs > 0;
     for (Bno k = i; k < j && same; ++k) same = v->tree.LookupOne(w.lba + k) == w.vba[k];
     if (!same) {
-      for (Bno k = i; k < j; ++k) vbas_.Claim(w.vba[k]);
+      // PlanWrite allocated a planned write's VBAs; replay claims them.
+      if (!planned)
+        for (Bno k = i; k < j; ++k) vbas_.Claim(w.vba[k]);
       // A single-block write (a first write to a shared block) edits the
       // leaf its planning lookup found, if the tree kept its shape since.
       const map::ExtentLookup* found = n == 1 ? LookupForApply(w, lookup) : nullptr;

@@ -125,9 +125,10 @@ class MapState {
   uint64_t mapped_blocks() const;
 
  private:
+  // `planned`: PlanWrite chose w's VBAs (a live write, not replay);
   // `lookup`: the index in lookups_ PlanWrite used for w, or -1.
   void ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, ApplyMode mode,
-                  int32_t lookup);
+                  bool planned, int32_t lookup);
   void ApplyReloc(const log::RelocOp& r, Bno first_pba, ApplyMode mode);
   void ApplyNote(const log::Op& op, uint64_t seq);
 
