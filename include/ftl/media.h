@@ -45,6 +45,15 @@ class Media {
     (void)offset;
     (void)length;
   }
+  // Hint: [offset, offset+length) is written in full and will be synced
+  // before long; start writing it back to the device now, without waiting
+  // (a file: sync_file_range WRITE). The next Sync then has less to do and
+  // the device is kept busy between syncs. Best effort, durability
+  // unchanged: only Sync makes writes durable.
+  virtual void StartWriteback(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+  }
   // "file /path", "blockdev /dev/sdb", "memory": for logs and status.
   virtual std::string Describe() const = 0;
 };

@@ -151,11 +151,15 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
   uint32_t reserve = 0;
   if (stream == log::Stream::kUser) reserve = placement_.active() ? kGcReserveSegments : 1;
   uint32_t opened = UINT32_MAX;
+  uint32_t sealed = UINT32_MAX;
+  Bno sealed_blocks = 0;
   {
     absl::MutexLock l(&map_mu_);
     if (open_seg_[si] != UINT32_MAX) {
       // Seal: the rest of the segment stays unused.
       uint32_t s = open_seg_[si];
+      sealed = s;
+      sealed_blocks = segs.at(s).write_ptr;
       segs.SetState(s, log::SegmentState::kFull);
       segs.at(s).sealed_seq = next_seq_ - 1;
       open_seg_[si] = UINT32_MAX;
@@ -183,6 +187,12 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
       break;
     }
   }
+  // A sealed segment is complete: its write-back can start now instead of
+  // all at the next sync (a cleaned segment's release, a checkpoint, a
+  // client's flush). Only the committer writes, and it is this thread, so
+  // every record in it has been written.
+  if (sealed != UINT32_MAX && sealed_blocks > 0)
+    media_->StartWriteback(MediaOffset(segs.FirstBlock(sealed)), uint64_t(sealed_blocks) * kBlockSize);
   if (opened == UINT32_MAX) return false;
   // Only the committer writes into an open segment, and it is this thread.
   media_->Prepare(MediaOffset(segs.FirstBlock(opened)), uint64_t(geo_.segment_blocks) * kBlockSize);

@@ -96,6 +96,14 @@ class FileMedia : public Media {
     // ENOSPC and the like: the writes allocate as they go (and report it).
   }
 
+  void StartWriteback(uint64_t offset, uint64_t length) override {
+    if (length == 0 || offset + length > size_) return;
+    // Errors are left to the next Sync, which reports them.
+    while (::sync_file_range(fd_, off64_t(offset), off64_t(length), SYNC_FILE_RANGE_WRITE) != 0 &&
+           errno == EINTR) {
+    }
+  }
+
   std::string Describe() const override { return what_; }
 
  private:
