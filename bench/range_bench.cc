@@ -23,6 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "clone/range_clone.h"
+#include "core/map_state.h"
+#include "log/log_format.h"
 #include "snap_common.h"
 #include "util/logging.h"
 
@@ -311,24 +313,27 @@ void BM_ClonedIo(benchmark::State& state, bool random_fill) {
       }
       // Runs chunk(side, k) for k = 0..chunks-1 on both sides, ABBA, and
       // adds each side's totals to m[phase][side].
-      auto interleave = [&](int phase, int chunks, auto&& chunk) {
+      // With FTL_BENCH_PHASES each chunk is marked "<name>/plain" or
+      // "<name>/cloned" (for perf, see RESULTS.md).
+      auto interleave = [&](int phase, const std::string& name, int chunks, auto&& chunk) {
         double ops[2] = {0, 0}, secs[2] = {0, 0}, cpu_us[2] = {0, 0};
         for (int k = 0; k < chunks; ++k) {
           for (int j = 0; j < 2; ++j) {
             const int side = (k % 2 == 0) ? j : 1 - j;
+            Phase(name + (side ? "/cloned" : "/plain"));
             const Meas x = chunk(bps[side]->vol(), k);
             ops[side] += x.ops;
             secs[side] += x.ops / x.rate;
             cpu_us[side] += x.cpu_us * x.ops;
           }
         }
+        Phase(name + "-done");
         for (int side = 0; side < 2; ++side)
           m[phase][side].push_back({ops[side] / secs[side], cpu_us[side] / ops[side],
                                     secs[side] * 1e6 / ops[side], ops[side]});
       };
-      Phase("reads");
-      interleave(kRd1, 20, [&](Volume* v, int k) { return RandomReads(v, 20'000, 1, 10 + rep * 100 + k); });
-      interleave(kRd2, 20, [&](Volume* v, int k) { return RandomReads(v, 20'000, 2, 20 + rep * 100 + k); });
+      interleave(kRd1, "reads1", 20, [&](Volume* v, int k) { return RandomReads(v, 20'000, 1, 10 + rep * 100 + k); });
+      interleave(kRd2, "reads2", 20, [&](Volume* v, int k) { return RandomReads(v, 20'000, 2, 20 + rep * 100 + k); });
       std::vector<uint64_t> w = DistinctBlocks(half, half, 30 + rep);
       std::vector<uint64_t> head(w.begin(), w.begin() + long(half / 4)),
           tail(w.begin() + long(half / 4), w.end());
@@ -338,15 +343,10 @@ void BM_ClonedIo(benchmark::State& state, bool random_fill) {
                      b = v.size() * size_t(k + 1) / size_t(chunks);
         return std::vector<uint64_t>(v.begin() + long(a), v.begin() + long(b));
       };
-      Phase("qd1-pass1");
-      interleave(kQ1, q_chunks, [&](Volume* v, int k) { return SyncWrites(v, part(head, q_chunks, k)); });
-      Phase("qd32-pass1");
-      interleave(kW1, w_chunks, [&](Volume* v, int k) { return BatchWrites(v, part(tail, w_chunks, k)); });
-      Phase("qd1-pass2");
-      interleave(kQ2, q_chunks, [&](Volume* v, int k) { return SyncWrites(v, part(head, q_chunks, k)); });
-      Phase("qd32-pass2");
-      interleave(kW2, w_chunks, [&](Volume* v, int k) { return BatchWrites(v, part(tail, w_chunks, k)); });
-      Phase("end");
+      interleave(kQ1, "qd1-pass1", q_chunks, [&](Volume* v, int k) { return SyncWrites(v, part(head, q_chunks, k)); });
+      interleave(kW1, "qd32-pass1", w_chunks, [&](Volume* v, int k) { return BatchWrites(v, part(tail, w_chunks, k)); });
+      interleave(kQ2, "qd1-pass2", q_chunks, [&](Volume* v, int k) { return SyncWrites(v, part(head, q_chunks, k)); });
+      interleave(kW2, "qd32-pass2", w_chunks, [&](Volume* v, int k) { return BatchWrites(v, part(tail, w_chunks, k)); });
     }
     struct Cmp {
       double plain, cloned, cpu_plain, cpu_cloned;
@@ -390,6 +390,155 @@ void BM_ClonedIo(benchmark::State& state, bool random_fill) {
            cmp(kQ1, true), 10, "us");
     report("first write to a cloned block", "4 KiB writes QD32 batches, first write vs overwrite",
            cmp(kW1, false), 10, "");
+    state.SetIterationTime(1);
+  }
+}
+
+// ---------------------------------------------------------------- map cost of a write
+
+// The committer's map work for 4 KiB writes without the media, log buffers
+// or locks around it: LookupWrites, PlanWrite and ApplyRecord on a
+// MapState, one record per batch. Two states built as ClonedIo builds its
+// pools ("plain": every block written; "cloned": the first half written,
+// the second half a clone note of it), measured alternately in chunks; the
+// extra nanoseconds of a first write to a shared block over an overwrite
+// are what ClonedIo's "first write" rows add to a whole write. Steadier
+// than ClonedIo (no media copy, no checksums, no threads), so it can tell
+// map changes of a few percent of a write apart.
+class MapWriter {
+ public:
+  static constexpr Bno kSegBlocks = 1024;
+  explicit MapWriter(Bno blocks)
+      : blocks_(blocks), state_(uint32_t(blocks * 4 / kSegBlocks + 8), uint32_t(kSegBlocks)) {
+    state_.AddVolume(0, "vol", blocks);
+  }
+
+  // One record of single-block writes to `lbas` (at most one per LBA).
+  void Write(const uint64_t* lbas, size_t n) {
+    lbas_.assign(lbas, lbas + n);
+    state_.LookupWrites(0, lbas_);
+    log::RecordHeader h;
+    h.seq = ++seq_;
+    h.ops.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      log::Op& o = h.ops[k];
+      o.type = log::OpType::kWrite;
+      o.write.vol = 0;
+      o.write.lba = Bno(lbas[k]);
+      state_.PlanWrite(0, Bno(lbas[k]), 1, &o.write.vba);
+      o.write.csum.assign(1, uint32_t(seq_));
+    }
+    h.data_blocks = uint32_t(n);
+    Apply(h, Bno(n));
+  }
+  // Sequential writes of `run` blocks over [0, n).
+  void FillSequential(Bno n, Bno run) {
+    for (Bno lba = 0; lba < n; lba += run) {
+      log::RecordHeader h;
+      h.seq = ++seq_;
+      log::Op o;
+      o.type = log::OpType::kWrite;
+      o.write.lba = lba;
+      state_.PlanWrite(0, lba, std::min(run, n - lba), &o.write.vba);
+      o.write.csum.assign(o.write.vba.size(), 0);
+      h.data_blocks = uint32_t(o.write.vba.size());
+      h.ops.push_back(std::move(o));
+      Apply(h, h.data_blocks);
+    }
+  }
+  // A clone note: [0, n) onto [n, 2n).
+  void CloneHalf(Bno n) {
+    log::RecordHeader h;
+    h.seq = ++seq_;
+    log::Op o;
+    o.type = log::OpType::kClone;
+    o.clone = {0, 0, 0, n, n};
+    h.ops.push_back(o);
+    Apply(h, 0);
+  }
+  uint64_t extents() const { return state_.volume(0)->tree.extent_count(); }
+
+ private:
+  void Apply(const log::RecordHeader& h, Bno data) {
+    // Records never span segments (as the committer's).
+    if ((pba_ % kSegBlocks) + 1 + data > kSegBlocks) pba_ = (pba_ / kSegBlocks + 1) * kSegBlocks;
+    state_.ApplyRecord(h, pba_);
+    pba_ += 1 + data;
+  }
+  Bno blocks_;
+  core::MapState state_;
+  std::vector<Bno> lbas_;
+  uint64_t seq_ = 0;
+  Bno pba_ = 0;
+};
+
+void BM_MapWriteCost(benchmark::State& state, bool random_fill) {
+  const uint64_t blocks = (FullMode() ? 2ull << 30 : 1ull << 30) / kBlockSize, half = blocks / 2;
+  const int reps = 15;
+  for (auto _ : state) {
+    const double load0 = LoadAvg1();
+    // [batch size 1 / 32][pass 1 / 2][side]: ns per write, per rep.
+    std::vector<double> ns[2][2][2];
+    uint64_t extents[2] = {0, 0};
+    for (int rep = 0; rep < reps; ++rep) {
+      std::unique_ptr<MapWriter> w[2];
+      for (int cloned = 0; cloned < 2; ++cloned) {
+        w[cloned] = std::make_unique<MapWriter>(Bno(blocks));
+        if (random_fill) {
+          std::vector<uint64_t> order = DistinctBlocks(half, half, 11);
+          if (!cloned)
+            for (uint64_t b : DistinctBlocks(half, half, 11)) order.push_back(b + half);
+          for (size_t k = 0; k < order.size(); k += 32)
+            w[cloned]->Write(order.data() + k, std::min<size_t>(32, order.size() - k));
+        } else {
+          w[cloned]->FillSequential(Bno(cloned ? half : blocks), 32);
+        }
+        if (cloned) w[cloned]->CloneHalf(Bno(half));
+        extents[cloned] = w[cloned]->extents();
+      }
+      // A quarter of the first half at QD1 (one write per record), the rest
+      // in records of 32; then the same blocks again. Chunks alternate ABBA.
+      const std::vector<uint64_t> order = DistinctBlocks(half, half, 30 + rep);
+      const size_t q = order.size() / 4;
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int b = 0; b < 2; ++b) {
+          const size_t from = b == 0 ? 0 : q, to = b == 0 ? q : order.size();
+          const size_t per = b == 0 ? 1 : 32;
+          const int chunks = 16;
+          double secs[2] = {0, 0};
+          for (int k = 0; k < chunks; ++k) {
+            const size_t lo = from + (to - from) * size_t(k) / chunks;
+            const size_t hi = from + (to - from) * size_t(k + 1) / chunks;
+            for (int j = 0; j < 2; ++j) {
+              const int side = (k % 2 == 0) ? j : 1 - j;
+              Phase(absl::StrFormat("%s-pass%d/%s", b == 0 ? "qd1" : "qd32", pass + 1,
+                                    side ? "cloned" : "plain"));
+              const double c0 = ThreadCpuSeconds();
+              for (size_t i = lo; i < hi; i += per)
+                w[side]->Write(order.data() + i, std::min(per, hi - i));
+              secs[side] += ThreadCpuSeconds() - c0;
+            }
+          }
+          Phase("chunks-done");
+          for (int side = 0; side < 2; ++side)
+            ns[b][pass][side].push_back(secs[side] * 1e9 / double(to - from));
+        }
+      }
+    }
+    for (int b = 0; b < 2; ++b) {
+      const double plain = Median(ns[b][0][0]), cloned = Median(ns[b][0][1]);
+      const double plain2 = Median(ns[b][1][0]), cloned2 = Median(ns[b][1][1]);
+      Report({"map cost of a write (no media)",
+              absl::StrFormat("%d GiB, %s: 4 KiB writes %s, first write vs overwrite",
+                              blocks * kBlockSize >> 30,
+                              random_fill ? "random-order fill" : "sequential fill",
+                              b == 0 ? "one per record" : "32 per record"),
+              cloned - plain, "ns more per write", "", true,
+              absl::StrFormat("thread CPU per write: overwrite %.0f ns, first write %.0f ns; "
+                              "again (both private): %.0f vs %.0f ns; medians of %d; extents "
+                              "%d vs %d; load %.1f",
+                              plain, cloned, plain2, cloned2, reps, extents[0], extents[1], load0)});
+    }
     state.SetIterationTime(1);
   }
 }
@@ -512,6 +661,8 @@ int main(int argc, char** argv) {
     one(benchmark::RegisterBenchmark(absl::StrFormat("PoolRangeOps/%s/threads:1/batch:64", k).c_str(),
                                      BM_PoolRangeOps, move, 0, 1, 64));
   }
+  one(benchmark::RegisterBenchmark("MapWriteCost/random-fill", BM_MapWriteCost, true));
+  one(benchmark::RegisterBenchmark("MapWriteCost/seq-fill", BM_MapWriteCost, false));
   one(benchmark::RegisterBenchmark("ClonedIo/random-fill", BM_ClonedIo, true));
   one(benchmark::RegisterBenchmark("ClonedIo/seq-fill", BM_ClonedIo, false));
   one(benchmark::RegisterBenchmark("WholeVolumeClone/seq", BM_WholeVolumeClone, false));

@@ -132,7 +132,7 @@ TEST(ExtentTree, ExtentsLongerThanOneLeafEntryAreStoredInPieces) {
   ExtentTree s(&f.ctx);
   auto w = f.Fresh(kMaxEntryLen + 1000);
   ASSERT_EQ(w.back(), w[0] + kMaxEntryLen + 999);
-  for (Bno lba = 0; lba < kMaxEntryLen + 1000; lba += 100) s.Assign(lba, 100, w[lba]);
+  for (Bno lba = 0; lba + 100 <= kMaxEntryLen + 1000; lba += 100) s.Assign(lba, 100, w[lba]);
   EXPECT_EQ(s.extent_count(), 2u);
   EXPECT_EQ(s.LookupOne(kMaxEntryLen), w[kMaxEntryLen]);
   ExpectRefcountsExact(f, {&t, &s});
@@ -288,6 +288,114 @@ TEST(ExtentTree, AssignInLeafMatchesAssignWhileTheShapeHolds) {
   EXPECT_FALSE(small.AssignInLeaf(look[0], f.ctx.shape, lba, f.Fresh(1)[0]));  // 1 entry
   EXPECT_EQ(small.extent_count(), 1u);
   ExpectRefcountsExact(f, {&t, &snap, &small, &other});
+}
+
+// A leaf dropped by a merge stays allocated (refs 0, new gen) until
+// ReapDeadLeaves, so a lookup that went through it is refused, not read
+// after free; and a merge no longer moves the shape, so lookups into
+// untouched leaves still edit in place.
+TEST(ExtentTree, DroppedLeavesAreRefusedAndOthersStillEditInPlace) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  for (Bno lba = 0; lba < kSpace; lba += 2) t.Assign(lba, 1, f.Fresh(1)[0]);
+  Model model = Dump(t);
+  const Node* n = t.root();
+  ASSERT_FALSE(n->leaf);
+  while (!static_cast<const Inner*>(n)->kid[0]->leaf) n = static_cast<const Inner*>(n)->kid[0];
+  const Inner* parent = static_cast<const Inner*>(n);
+  ASSERT_GE(parent->count, 4);
+  const Leaf* a = static_cast<const Leaf*>(parent->kid[1]);
+  const Leaf* b = static_cast<const Leaf*>(parent->kid[2]);
+  const Leaf* c = static_cast<const Leaf*>(parent->kid[3]);
+  ASSERT_GT(a->count, 40);
+  ASSERT_GT(b->count, 40);
+  // An unmapped block inside each of a, b and c.
+  std::vector<Bno> lbas = {Bno(a->e[5].lba + 1), Bno(b->e[5].lba + 1), Bno(c->e[30].lba + 1)};
+  std::vector<ExtentLookup> look(lbas.size());
+  t.LookupExtents(lbas.data(), lbas.size(), look.data());
+  for (const ExtentLookup& l : look) ASSERT_TRUE(l.exclusive);
+  ASSERT_EQ(look[1].leaf, b);
+  const uint64_t shape = f.ctx.shape;
+  const uint64_t dead0 = f.ctx.dead.size();
+  // Unmap the tails of a (to 20 entries) and b (to 10): b then merges into a.
+  auto trim_tail = [&](const Leaf* l, int keep) {
+    const Bno lo = l->e[keep].lba, hi = l->e[l->count - 1].end();
+    t.Assign(lo, hi - lo, kNoBlock);
+    for (Bno k = lo; k < hi; ++k) model[k] = kNoBlock;
+  };
+  trim_tail(a, 20);
+  EXPECT_EQ(f.ctx.dead.size(), dead0);
+  trim_tail(b, 10);
+  EXPECT_EQ(f.ctx.dead.size(), dead0 + 1);  // b, merged into a
+  EXPECT_EQ(b->refs, 0u);
+  EXPECT_EQ(f.ctx.shape, shape);
+  EXPECT_EQ(Dump(t), model);
+  for (size_t k = 0; k < lbas.size(); ++k) {
+    const Bno vba = f.Fresh(1)[0];
+    const bool in_place = t.AssignInLeaf(look[k], shape, lbas[k], vba);
+    EXPECT_EQ(in_place, k == 2) << k;  // a's gen moved, b is dropped, c is untouched
+    if (!in_place) t.Assign(lbas[k], 1, vba);
+    model[lbas[k]] = vba;
+  }
+  EXPECT_EQ(Dump(t), model);
+  ExpectRefcountsExact(f, {&t});
+  f.ctx.ReapDeadLeaves();
+  EXPECT_TRUE(f.ctx.dead.empty());
+  ExpectRefcountsExact(f, {&t});
+}
+
+// The in-place edit is refused exactly when the leaf would have to split:
+// a full leaf still takes a block that folds into an entry.
+TEST(ExtentTree, AssignInLeafFillsALeafToCapacityButDoesNotSplitIt) {
+  Fixture f;
+  ExtentTree t(&f.ctx);
+  std::vector<Bno> vbas = f.Fresh(kSpace);
+  for (Bno lba = 0; lba < kSpace; lba += 4) t.Assign(lba, 1, vbas[lba]);  // one entry each
+  Model model = Dump(t);
+  const Inner* parent = nullptr;
+  for (const Node* p = t.root(); !p->leaf; p = static_cast<const Inner*>(p)->kid[0])
+    parent = static_cast<const Inner*>(p);
+  ASSERT_NE(parent, nullptr);
+  ASSERT_GE(parent->count, 2);
+  const Leaf* leaf = static_cast<const Leaf*>(parent->kid[1]);
+  ASSERT_GE(leaf->count, kLeafCap / 2);
+  ASSERT_LT(leaf->count, kLeafCap);  // appends leave leaves one or two short
+  // Unmapped blocks of this leaf: lba + 1 (folds into lba's entry when
+  // given vbas[lba + 1]) and lba + 2 (a new entry), for each entry.
+  std::vector<Bno> lbas;
+  for (int i = 0; i < leaf->count - 1; ++i) {
+    lbas.push_back(leaf->e[i].lba + 1);
+    lbas.push_back(leaf->e[i].lba + 2);
+  }
+  std::vector<ExtentLookup> look(lbas.size());
+  t.LookupExtents(lbas.data(), lbas.size(), look.data());
+  const uint64_t shape = f.ctx.shape;
+  int adds = 0, folds = 0;
+  for (size_t k = 0; k < lbas.size(); ++k) {
+    const bool fold = k % 2 == 0;
+    const Bno vba = fold ? vbas[lbas[k]] : f.Fresh(1)[0];
+    const int count = leaf->count;
+    const bool in_place = t.AssignInLeaf(look[k], shape, lbas[k], vba);
+    if (fold) {
+      EXPECT_TRUE(in_place) << k;
+      EXPECT_EQ(leaf->count, count);
+      ++folds;
+    } else {
+      EXPECT_EQ(in_place, count < kLeafCap) << k;
+      if (!in_place) {
+        EXPECT_EQ(leaf->count, count);  // refused unchanged
+        t.Assign(lbas[k], 1, vba);
+      } else {
+        ++adds;
+      }
+    }
+    model[lbas[k]] = vba;
+    if (!in_place) break;  // the leaf split: the other lookups went stale
+  }
+  EXPECT_GT(adds, 0);
+  EXPECT_GT(folds, 0);
+  EXPECT_EQ(Dump(t), model);
+  ExpectRefcountsExact(f, {&t});
 }
 
 TEST(ExtentTree, VersionChangesWithTheMapOrItsSharing) {

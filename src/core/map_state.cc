@@ -131,6 +131,7 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
 
 void MapState::LookupWrites(uint32_t vol, const std::vector<Bno>& lbas) {
   lookups_vol_ = kNoTree;
+  ctx_.ReapDeadLeaves();  // no lookup from before is used again
   const VolumeMeta* v = volume(vol);
   if (!v) return;
   lookup_lbas_ = lbas;
@@ -211,6 +212,9 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
     data += op.data_blocks();
   }
   planned_.clear();
+  // This record's lookups are spent: the leaves dropped meanwhile can go.
+  lookups_vol_ = kNoTree;
+  ctx_.ReapDeadLeaves();
   Bno end_in_seg = pba + h.header_blocks + h.data_blocks - segs_.FirstBlock(seg);
   si.write_ptr = std::max(si.write_ptr, end_in_seg);
   si.max_seq = std::max(si.max_seq, h.seq);

@@ -24,6 +24,20 @@ Inner* ExtentTree::NewInner(TreeContext* ctx) {
   return n;
 }
 
+TreeContext::~TreeContext() { ReapDeadLeaves(); }
+
+void TreeContext::ReapDeadLeaves() {
+  for (Node* n : dead) delete static_cast<Leaf*>(n);
+  dead.clear();
+}
+
+void ExtentTree::Bury(Leaf* leaf) {
+  leaf->refs = 0;
+  NewGen(leaf);
+  --ctx_->leaves;
+  ctx_->dead.push_back(leaf);
+}
+
 ExtentTree::~ExtentTree() {
   ++ctx_->shape;
   if (root_) Release(root_);
@@ -69,13 +83,13 @@ void ExtentTree::Release(Node* n) {
   // Invariant: a node is released at most as often as it is referenced.
   assert(n->refs > 0);
   if (--n->refs > 0) return;
-  ++ctx_->shape;  // a node is freed
   if (n->leaf) {
     Leaf* l = static_cast<Leaf*>(n);
     for (int i = 0; i < l->count; ++i) ctx_->vbas->Decref(l->e[i].vba, l->e[i].len);
-    --ctx_->leaves;
-    delete l;
+    Bury(l);
   } else {
+    // Lookups keep leaf pointers only: freeing an inner node moves no
+    // leaf's range.
     Inner* in = static_cast<Inner*>(n);
     for (int i = 0; i < in->count; ++i) Release(in->kid[i]);
     --ctx_->inners;
@@ -147,26 +161,17 @@ bool Continues(const Extent& a, const Extent& b) {
 
 }  // namespace
 
-ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert) {
+ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert,
+                                         bool* in_place, int hint) {
   LeafEntry* e = leaf->e;
   const int count = leaf->count;
   // [a, b): the entries [lo, hi) touches.
-  const int a = FirstEndingAbove(e, count, lo);
+  const bool hint_holds = hint >= 0 && hint <= count && (hint == count || e[hint].end() > lo) &&
+                          (hint == 0 || e[hint - 1].end() <= lo);
+  const int a = hint_holds ? hint : FirstEndingAbove(e, count, lo);
   int b = a;
   while (b < count && e[b].lba < hi) ++b;
   if (!insert && a == b) return {};
-
-  // References: the new VBAs first, then drop the overwritten pieces.
-  if (insert) {
-    ctx_->vbas->Incref(vba, hi - lo);
-    mapped_ += hi - lo;
-  }
-  for (int k = a; k < b; ++k) {
-    const Extent x = e[k];
-    Bno cut_lo = std::max(x.lba, lo), cut_hi = std::min(x.end(), hi);
-    ctx_->vbas->Decref(x.vba + (cut_lo - x.lba), cut_hi - cut_lo);
-    mapped_ -= cut_hi - cut_lo;
-  }
 
   // What replaces [a, b), with the neighbours a-1 and b around it so the
   // new extent can fold into them: at most 2 + 3 entries.
@@ -202,6 +207,22 @@ ExtentTree::Split ExtentTree::AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bo
   }
 
   const int n = count - (to - from) + m;
+  if (in_place && (n > kLeafCap || n < kLeafCap / 4)) {
+    *in_place = false;
+    return {};
+  }
+
+  // References: the new VBAs first, then drop the overwritten pieces.
+  if (insert) {
+    ctx_->vbas->Incref(vba, hi - lo);
+    mapped_ += hi - lo;
+  }
+  for (int k = a; k < b; ++k) {
+    const Extent x = e[k];
+    Bno cut_lo = std::max(x.lba, lo), cut_hi = std::min(x.end(), hi);
+    ctx_->vbas->Decref(x.vba + (cut_lo - x.lba), cut_hi - cut_lo);
+    mapped_ -= cut_hi - cut_lo;
+  }
   if (n <= kLeafCap) {
     std::memmove(e + from + m, e + to, sizeof(LeafEntry) * size_t(count - to));
     std::copy(mid, mid + m, e + from);
@@ -268,9 +289,7 @@ void ExtentTree::Rebalance(Inner* in, int i, Split* s) {
   // changes hands.
   if (parts == 2) {
     in->key[std::max(i, nb)] = dst[1]->e[0].lba;
-    --ctx_->leaves;
-    ++ctx_->shape;
-    delete r;
+    Bury(r);
     *s = {};
     return;
   }
@@ -301,7 +320,6 @@ void ExtentTree::MergeSmallChild(Inner* in, int i) {
     return;
   }
   const int r = l + 1;
-  ++ctx_->shape;  // one of them is freed
   // Both nodes are owned only here: entries and children change nodes, no
   // reference (VBA or node) changes hands.
   if (kid->leaf) {
@@ -314,8 +332,9 @@ void ExtentTree::MergeSmallChild(Inner* in, int i) {
     }
     std::copy(b->e + k0, b->e + b->count, a->e + n);
     a->count = uint16_t(n + b->count - k0);
-    --ctx_->leaves;
-    delete b;
+    NewGen(a);  // its range grows over b's
+    b->count = 0;
+    Bury(b);
   } else {
     Inner* a = static_cast<Inner*>(in->kid[l]);
     Inner* b = static_cast<Inner*>(in->kid[r]);
@@ -325,7 +344,7 @@ void ExtentTree::MergeSmallChild(Inner* in, int i) {
     a->key[n] = in->key[r];  // b's lower bound (its key[0] is not kept)
     a->count = uint16_t(n + b->count);
     --ctx_->inners;
-    delete b;
+    delete b;  // the leaves below keep their ranges
   }
   std::copy(in->key + r + 1, in->key + in->count, in->key + r);
   std::copy(in->kid + r + 1, in->kid + in->count, in->kid + r);
@@ -474,8 +493,7 @@ void ExtentTree::AssignRange(Bno lba, Bno len, Bno vba) {
       Inner* old = static_cast<Inner*>(root_);
       root_ = old->kid[0];
       --ctx_->inners;
-      ++ctx_->shape;
-      delete old;  // its one child reference moves to root_
+      delete old;  // its one child reference moves to root_; no range moves
     } else {
       break;
     }
@@ -484,20 +502,22 @@ void ExtentTree::AssignRange(Bno lba, Bno len, Bno vba) {
 
 bool ExtentTree::AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba, Bno vba) {
   // An unchanged shape and gen mean the leaf still covers lba and the path
-  // is still as exclusive as the lookup saw it; the leaf's own count must
-  // leave room: one block changes it by at most two either way, and in
-  // this band it neither splits (AssignLeaf) nor merges (MergeSmallChild).
+  // is still as exclusive as the lookup saw it (a dropped leaf is still
+  // allocated until ReapDeadLeaves, with refs 0 and a new gen). AssignLeaf
+  // then refuses an edit that would split the leaf or leave it small
+  // enough to merge, the two changes that need the parent.
   const Node* leaf = found.leaf;
   if (shape != ctx_->shape || !found.exclusive || leaf == nullptr || !leaf->leaf ||
-      leaf->gen != found.leaf_gen || leaf->refs != 1 || vba == kNoBlock ||
-      leaf->count < kLeafCap / 4 + 2 || leaf->count > kLeafCap - 2)
+      leaf->gen != found.leaf_gen || leaf->refs != 1 || vba == kNoBlock)
     return false;
   Leaf* l = const_cast<Leaf*>(static_cast<const Leaf*>(leaf));  // this tree's alone
-  Bump();  // the mapping changes; the shape does not
-  ++ctx_->in_leaf_edits;
-  const Split s = AssignLeaf(l, lba, lba + 1, vba, true);
+  bool in_place = true;
+  const Split s = AssignLeaf(l, lba, lba + 1, vba, true, &in_place, found.index);
+  if (!in_place) return false;
   assert(s.right == nullptr);
   (void)s;
+  Bump();  // the mapping changed; the shape did not
+  ++ctx_->in_leaf_edits;
   return true;
 }
 
@@ -575,6 +595,7 @@ void ExtentTree::LookupExtents(const Bno* lbas, size_t n, ExtentLookup* out) con
           const Leaf* l = static_cast<const Leaf*>(node);
           const int i = FirstEndingAbove(l->e, l->count, lba);
           if (i < l->count && l->e[i].lba <= lba) out[base + k].e = l->e[i];
+          out[base + k].index = int16_t(i);
           out[base + k].leaf = node;
           out[base + k].leaf_gen = node->gen;
           continue;

@@ -74,6 +74,7 @@ struct ExtentLookup {
   // PrefetchNode once the tree may have changed: it may be freed.
   const Node* leaf = nullptr;
   uint32_t leaf_gen = 0;  // leaf->gen at the lookup
+  int16_t index = 0;      // first entry of the leaf ending above the LBA then
 };
 
 // A hint: starts loading node n (which may have been freed) into the CPU
@@ -88,19 +89,30 @@ inline void PrefetchNode(const Node* n) {
 // nodes exist (for map memory stats).
 struct TreeContext {
   explicit TreeContext(VbaTable* v) : vbas(v) {}
+  ~TreeContext();
+  TreeContext(const TreeContext&) = delete;
+  TreeContext& operator=(const TreeContext&) = delete;
+  // Frees the leaves trees of this context have let go of since the last
+  // call. Until then they stay allocated (refs 0, a new gen), so that a
+  // leaf pointer kept from a lookup can still be checked (AssignInLeaf)
+  // after its leaf was dropped: call it only when no such lookup will be
+  // used again.
+  void ReapDeadLeaves();
   VbaTable* vbas;
   uint64_t leaves = 0;
   uint64_t inners = 0;
   // Last ExtentTree::version() handed out to a tree of this context.
   uint64_t last_version = 0;
-  // Changes whenever a node of a tree here may have been freed, a path may
-  // have become shared (Share, AdoptRoot, moves), or LBA ranges moved
-  // between children other than by a leaf split or rebalance (those change
-  // the leaves' gen instead). While it and a leaf's gen stay the same, a
-  // leaf pointer from a lookup still names a live leaf covering that LBA,
-  // and the exclusivity that lookup saw still holds (AssignInLeaf).
+  // Changes whenever a tree here is destroyed, a path may have become
+  // shared (Share, AdoptRoot, moves), or an LBA range moved between
+  // children other than by a leaf split, rebalance or merge (those change
+  // the leaves' gen instead; a dropped leaf gets a new gen and waits in
+  // `dead`). While it and a leaf's gen stay the same, a leaf pointer from a
+  // lookup still names a live leaf covering that LBA, and the exclusivity
+  // that lookup saw still holds (AssignInLeaf).
   uint64_t shape = 0;
   uint32_t last_gen = 0;  // last Node::gen handed out
+  std::vector<Node*> dead;  // dropped leaves, see ReapDeadLeaves
   uint64_t in_leaf_edits = 0;  // AssignInLeaf calls that edited (tests)
   uint64_t memory_bytes() const { return leaves * sizeof(Leaf) + inners * sizeof(Inner); }
 };
@@ -142,11 +154,11 @@ class ExtentTree {
 
   // Assign(lba, 1, vba) done inside the leaf `found` names, where `found`
   // is this tree's LookupExtents result for lba and `shape` was ctx->shape
-  // then. Skips the descent. Refuses (returns false, changes nothing; use
-  // Assign) unless the shape and the leaf's gen are still the same, that
-  // lookup's path was this tree's alone, and the leaf can take the change
-  // without splitting or becoming small enough to merge (then neither
-  // shape nor gen changes).
+  // then, and no ReapDeadLeaves ran since. Skips the descent. Refuses
+  // (returns false, changes nothing; use Assign) unless the shape and the
+  // leaf's gen are still the same, that lookup's path was this tree's
+  // alone, and the leaf can take the change without splitting or becoming
+  // small enough to merge (then neither shape nor gen changes).
   bool AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba, Bno vba);
 
   // Changes whenever a lookup here could answer differently: the mapping
@@ -176,7 +188,14 @@ class ExtentTree {
   void Release(Node* n);
   Node* MakeWritable(Node** slot);
   Split AssignIn(Node** slot, Bno lo, Bno hi, Bno vba, bool insert);
-  Split AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert);
+  // With `in_place`, the edit must leave the leaf between kLeafCap / 4 and
+  // kLeafCap entries (no split, no merge): otherwise *in_place is set to
+  // false and nothing changes. `hint`: where the entries [lo, hi) touches
+  // may start (checked; a lookup's index).
+  Split AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert, bool* in_place = nullptr,
+                   int hint = -1);
+  // Drops a leaf no tree references any more (see TreeContext::dead).
+  void Bury(Leaf* leaf);
   // Assign without Bump; an insert is at most kMaxEntryLen blocks.
   void AssignRange(Bno lba, Bno len, Bno vba);
   // B*-style: child i of `in` split into itself and s->right; shares the

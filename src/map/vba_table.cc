@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 namespace ftl::map {
 
@@ -101,13 +102,21 @@ void VbaTable::MergeAround(Chunk& c, size_t first, size_t last) {
 
 void VbaTable::Densify(Chunk& c) {
   Bno base = Bno(&c - chunks_.data()) << kChunkBits;
-  c.pba = std::make_unique<Bno[]>(kChunkSize);
-  c.refs = std::make_unique<uint8_t[]>(kChunkSize);
+  // Every entry is written below (the runs cover the chunk).
+  c.pba = std::make_unique_for_overwrite<Bno[]>(kChunkSize);
+  c.refs = std::make_unique_for_overwrite<uint8_t[]>(kChunkSize);
   for (size_t k = 0; k < c.runs.size(); ++k) {
     const Run& r = c.runs[k];
-    for (uint32_t o = r.off; o < RunEnd(c, k); ++o) {
-      c.pba[o] = r.pba == kNoBlock ? kNoBlock : r.pba + (o - r.off);
-      SetDenseRefs(c, base, o, r.refs);
+    const uint32_t end = RunEnd(c, k);
+    if (r.pba == kNoBlock) {
+      std::fill(c.pba.get() + r.off, c.pba.get() + end, kNoBlock);
+    } else {
+      for (uint32_t o = r.off; o < end; ++o) c.pba[o] = r.pba + (o - r.off);
+    }
+    if (r.refs < kBigRefs) {
+      std::memset(c.refs.get() + r.off, r.refs, end - r.off);
+    } else {
+      for (uint32_t o = r.off; o < end; ++o) SetDenseRefs(c, base, o, r.refs);
     }
   }
   std::vector<Run>().swap(c.runs);
