@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -207,6 +208,40 @@ TEST(VbaTableTest, MirrorWindowsForSharedBlocks) {
   EXPECT_EQ(v.mirror_reserved(), 0u);
   EXPECT_EQ(v.AllocateMirror(3, false), kNoBlock);
   EXPECT_EQ(v.AllocateMirror(3, true), 2 * W + 3);
+}
+
+// A chunk holding mirror windows turns dense after a few edits inside its
+// run list (first writes break sharing in random order), while mirror
+// VBAs handed out in order (a clone rewritten sequentially) stay runs.
+TEST(VbaTableTest, MirrorChunksGoDenseEarlyOnlyWhenEditedInside) {
+  constexpr Bno W = VbaTable::kMirrorWindow;
+  for (bool random : {false, true}) {
+    SCOPED_TRACE(random ? "random order" : "in order");
+    log::SegmentTable segs{8, 4096};
+    VbaTable v(&segs, 64 * W);
+    std::vector<Bno> old = testing::FreshVbas(&v, VbaTable::kChunkSize);
+    v.Incref(old[0], Bno(old.size()));  // shared by two trees
+    v.Incref(old[0], Bno(old.size()));
+    std::vector<Bno> order(64);  // ~128 runs if kept as runs
+    for (Bno i = 0; i < order.size(); ++i) order[i] = i;
+    if (random) std::shuffle(order.begin(), order.end(), std::mt19937(3));
+    Bno pba = 0;
+    std::vector<std::pair<Bno, VbaTable::Entry>> want;
+    for (Bno i : order) {
+      const Bno m = v.AllocateMirror(old[i], true);
+      ASSERT_NE(m, kNoBlock);
+      v.Incref(m, 1);
+      v.SetPba(m, pba);
+      v.Decref(old[i], 1);
+      want.push_back({m, {pba, 1}});
+      pba += 2;  // never continues a run
+    }
+    for (const auto& [m, e] : want) EXPECT_EQ(v.Get(m), e) << m;
+    for (Bno i = 0; i < 4; ++i) EXPECT_EQ(v.Refs(old[i]), v.Get(old[i]).refs);
+    // The old chunk (edited inside far fewer than 256 times) keeps its runs;
+    // the mirror chunk goes dense only when edited in random order.
+    EXPECT_EQ(v.dense_chunks(), random ? 1u : 0u);
+  }
 }
 
 TEST(VbaTableTest, RandomOperationsMatchModel) {

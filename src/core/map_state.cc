@@ -97,7 +97,7 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
       continue;
     }
     const Bno cur = e.vba + (b - e.lba);
-    if (found.exclusive && vbas_.Get(cur).refs == 1) {
+    if (found.exclusive && vbas_.Refs(cur) == 1) {
       (*out)[base + i] = cur;
       continue;
     }
@@ -159,7 +159,7 @@ void MapState::PrefetchForApply(const log::WriteOp& w, int32_t lookup) const {
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {
   planned_.clear();
   for (Bno v : planned) {
-    if (v != kNoBlock && vbas_.InRange(v) && vbas_.Get(v).refs == 0) {
+    if (v != kNoBlock && vbas_.InRange(v) && vbas_.Refs(v) == 0) {
       // Allocated but never referenced: give it back.
       vbas_.Incref(v, 1);
       vbas_.Decref(v, 1);
@@ -242,7 +242,7 @@ void MapState::ApplyWrite(const log::WriteOp& w, Bno first_pba, uint64_t seq, Ap
     if (lba >= v->size_blocks) break;
     j = Bno(std::min<uint64_t>(j, v->size_blocks - w.lba));
     // An unreferenced VBA (a new one) is mapped nowhere: no lookup needed.
-    bool same = vbas_.InRange(w.vba[i]) && vbas_.Get(w.vba[i]).refs > 0;
+    bool same = vbas_.InRange(w.vba[i]) && vbas_.Refs(w.vba[i]) > 0;
     for (Bno k = i; k < j && same; ++k) same = v->tree.LookupOne(w.lba + k) == w.vba[k];
     if (!same) {
       // PlanWrite allocated a planned write's VBAs; replay claims them.
@@ -278,7 +278,7 @@ void MapState::ApplyReloc(const log::RelocOp& r, Bno first_pba, ApplyMode mode) 
     // Rebuild: the source record may be gone. The copy with the highest
     // data version wins; a VBA nobody maps yet gets its original identity.
     if (rebuild_dv_.size() <= b.vba) rebuild_dv_.resize(size_t(b.vba) + 1, 0);
-    bool referenced = vbas_.InRange(b.vba) && vbas_.Get(b.vba).refs > 0;
+    bool referenced = vbas_.InRange(b.vba) && vbas_.Refs(b.vba) > 0;
     if (!referenced) {
       VolumeMeta* v = volume(b.vol);
       if (!v || b.lba >= v->size_blocks) continue;

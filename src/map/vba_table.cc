@@ -17,6 +17,21 @@ bool ContinuesRun(const R& a, uint32_t a_len, const R& b) {
   return uint64_t(a.pba) + a_len == b.pba;
 }
 
+// Index of the run holding offset `off`: the last run starting at or
+// before it (runs[0].off is 0). Branch-free halving: run lists of chunks
+// edited at random positions would mispredict about every other step.
+template <typename R>
+size_t RunIndex(const std::vector<R>& runs, uint32_t off) {
+  const R* base = runs.data();
+  size_t len = runs.size();
+  while (len > 1) {
+    const size_t half = len / 2;
+    base = base[half].off <= off ? base + half : base;
+    len -= half;
+  }
+  return size_t(base - runs.data());
+}
+
 }  // namespace
 
 VbaTable::VbaTable(log::SegmentTable* segs, Bno max_vbas)
@@ -44,10 +59,15 @@ VbaTable::Entry VbaTable::Get(Bno vba) const {
   const Chunk& c = chunks_[vba >> kChunkBits];
   uint32_t off = vba & (kChunkSize - 1);
   if (c.dense()) return {c.pba[off], DenseRefs(c, vba - off, off)};
-  auto it = std::upper_bound(c.runs.begin(), c.runs.end(), off,
-                             [](uint32_t o, const Run& r) { return o < r.off; });
-  const Run& r = *std::prev(it);
+  const Run& r = c.runs[RunIndex(c.runs, off)];
   return {r.pba == kNoBlock ? kNoBlock : r.pba + (off - r.off), r.refs};
+}
+
+uint32_t VbaTable::Refs(Bno vba) const {
+  const Chunk& c = chunks_[vba >> kChunkBits];
+  const uint32_t off = vba & (kChunkSize - 1);
+  if (c.dense()) return DenseRefs(c, vba - off, off);
+  return c.runs[RunIndex(c.runs, off)].refs;
 }
 
 void VbaTable::Prefetch(Bno vba) const {
@@ -79,9 +99,7 @@ void VbaTable::SetDenseRefs(Chunk& c, Bno chunk_base, uint32_t off, uint32_t ref
 }
 
 size_t VbaTable::SplitAt(Chunk& c, uint32_t off) {
-  auto it = std::upper_bound(c.runs.begin(), c.runs.end(), off,
-                             [](uint32_t o, const Run& r) { return o < r.off; });
-  size_t k = size_t(it - c.runs.begin()) - 1;
+  const size_t k = RunIndex(c.runs, off);
   const Run r = c.runs[k];
   if (r.off == off) return k;
   Run tail{r.pba == kNoBlock ? kNoBlock : r.pba + (off - r.off), uint16_t(off), r.refs};
@@ -129,12 +147,10 @@ void VbaTable::Edit(Bno vba, Bno n, bool grows_refs, F fn) {
     const Bno base = vba & ~(kChunkSize - 1);
     const uint32_t lo = vba - base;
     const uint32_t hi = uint32_t(std::min<uint64_t>(kChunkSize, uint64_t(lo) + n));
-    if (!c.dense() && c.runs.size() > kMaxRunsEditedInside) {
+    if (!c.dense() && c.runs.size() > (c.mirrors ? kMaxMirrorRunsEditedInside : kMaxRunsEditedInside)) {
       // Long lists are built by appends; an edit further inside would move
       // too much of the list: the chunk goes dense first.
-      auto it = std::upper_bound(c.runs.begin(), c.runs.end(), lo,
-                                 [](uint32_t o, const Run& r) { return o < r.off; });
-      if (c.runs.end() - it > ptrdiff_t(kMaxRunsAfterEdit)) Densify(c);
+      if (c.runs.size() - RunIndex(c.runs, lo) - 1 > kMaxRunsAfterEdit) Densify(c);
     }
     if (!c.dense() && grows_refs) {
       // A count that would outgrow a run's 16 bits needs the dense form.
@@ -207,6 +223,7 @@ Bno VbaTable::AllocateMirror(Bno old_vba, bool reserve) {
       return kNoBlock;
     const Bno base = size_;
     EnsureSize(size_ + kMirrorWindow);
+    for (Bno v = base; v < size_; v += kChunkSize - (v & (kChunkSize - 1))) chunks_[v >> kChunkBits].mirrors = true;
     it = mirrors_.emplace(window, Mirror{base, uint32_t(kMirrorWindow), {}}).first;
     mirror_reserved_ += kMirrorWindow;
   }

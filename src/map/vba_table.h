@@ -51,6 +51,9 @@ class VbaTable {
   // moving the rest of the list (overwrites and frees in old data).
   static constexpr size_t kMaxRuns = 1024;  // 8 KiB of runs vs 20 KiB dense
   static constexpr size_t kMaxRunsEditedInside = 256;
+  // The same for chunks that hold mirror windows: their VBAs are handed
+  // out in the order first writes break sharing, mostly random.
+  static constexpr size_t kMaxMirrorRunsEditedInside = 16;
   static constexpr size_t kMaxRunsAfterEdit = 32;
 
   // `max_vbas` caps the table (a pool never needs more VBAs than it has
@@ -94,6 +97,8 @@ class VbaTable {
   bool CompareAndSetPba(Bno vba, Bno old_pba, Bno new_pba);
 
   Entry Get(Bno vba) const;
+  // Get(vba).refs, reading only the refcount (one cache line fewer).
+  uint32_t Refs(Bno vba) const;
   // A hint: starts loading vba's entry into the CPU cache. Changes nothing.
   void Prefetch(Bno vba) const;
   bool InRange(Bno vba) const { return vba < size_; }
@@ -127,6 +132,7 @@ class VbaTable {
     std::vector<Run> runs;
     std::unique_ptr<Bno[]> pba;       // dense form when set
     std::unique_ptr<uint8_t[]> refs;  // dense form
+    bool mirrors = false;             // holds (part of) a mirror window
     bool dense() const { return pba != nullptr; }
   };
 
