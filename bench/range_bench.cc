@@ -2,7 +2,8 @@
 // and move rates at map level (no persistence) and through the Pool with
 // group-committed notes, regular I/O on a volume whose halves are clones of
 // each other vs a plain volume, the first write to a cloned block vs a
-// normal overwrite, and cloning a whole volume (sequential and fragmented).
+// normal overwrite (whole writes, and the map's share alone:
+// MapWriteCost), and cloning a whole volume (sequential and fragmented).
 //
 //   range_bench            quick: 1 Mi-block trees, 1 GiB pools, 2 GiB
 //                          whole-volume clone
