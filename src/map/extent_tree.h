@@ -70,8 +70,9 @@ struct Inner : Node {
 struct ExtentLookup {
   Extent e;               // len 0: unmapped
   bool exclusive = true;  // the path to the leaf is this tree's alone
-  // The leaf the lookup ended in (nullptr: empty tree). Only for
-  // PrefetchNode once the tree may have changed: it may be freed.
+  // The leaf the lookup ended in (nullptr: empty tree). Once the tree may
+  // have changed, only for PrefetchNode and AssignInLeaf: it may have been
+  // dropped (refs 0, TreeContext::dead) or, after ReapDeadLeaves, freed.
   const Node* leaf = nullptr;
   uint32_t leaf_gen = 0;  // leaf->gen at the lookup
   int16_t index = 0;      // first entry of the leaf ending above the LBA then
