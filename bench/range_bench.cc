@@ -410,7 +410,7 @@ class MapWriter {
  public:
   static constexpr Bno kSegBlocks = 1024;
   explicit MapWriter(Bno blocks)
-      : blocks_(blocks), state_(uint32_t(blocks * 4 / kSegBlocks + 8), uint32_t(kSegBlocks)) {
+      : state_(uint32_t(blocks * 4 / kSegBlocks + 8), uint32_t(kSegBlocks)) {
     state_.AddVolume(0, "vol", blocks);
   }
 
@@ -466,7 +466,6 @@ class MapWriter {
     state_.ApplyRecord(h, pba_);
     pba_ += 1 + data;
   }
-  Bno blocks_;
   core::MapState state_;
   std::vector<Bno> lbas_;
   uint64_t seq_ = 0;
