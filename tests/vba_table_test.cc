@@ -166,6 +166,43 @@ TEST(VbaTableTest, RefcountsBeyondSixteenBitsAndEightBits) {
   EXPECT_EQ(again[0], v[10]);
 }
 
+// Single-VBA edits of a dense chunk take a shortcut (the refcount byte or
+// the PBA word alone); counts crossing the byte's limit, frees and PBA
+// changes must still match the model.
+TEST(VbaTableTest, DenseSingleVbaEditsCrossTheByteLimitAndFree) {
+  Fixture f;
+  auto v = f.Write(300);
+  for (size_t i = 0; i < v.size(); i += 2) f.Decref(v[i], 1);  // ~150 runs edited inside
+  for (size_t i = 0; i < 200; ++i) f.Incref(v[1], 1);
+  if (f.vbas.dense_chunks() == 0) {
+    // Force the dense form the way fragmented PBAs do.
+    for (size_t i = 1; i < v.size(); i += 2) {
+      Bno pba = f.FindFreePba() + 1;
+      f.next_pba = pba + 1;
+      f.vbas.SetPba(v[i], pba);
+      f.model[v[i]].pba = pba;
+    }
+  }
+  ASSERT_EQ(f.vbas.dense_chunks(), 1u);
+  const Bno x = v[3];
+  for (int i = 0; i < 300; ++i) {
+    f.Incref(x, 1);
+    ASSERT_EQ(f.vbas.Refs(x), f.model[x].refs);
+  }
+  f.ExpectMatches();
+  const Bno pba = f.FindFreePba();
+  f.vbas.SetPba(x, pba);
+  f.model[x].pba = pba;
+  f.ExpectMatches();
+  while (f.model[x].refs > 0) {
+    f.Decref(x, 1);
+    ASSERT_EQ(f.vbas.Refs(x), f.model[x].refs);
+  }
+  f.ExpectMatches();
+  EXPECT_FALSE(f.segs.IsValid(pba));
+  EXPECT_EQ(f.Fresh(1)[0], std::min(x, v[0]));  // freed VBAs are reused
+}
+
 // First writes to shared blocks: the new VBA mirrors the old one inside a
 // reserved window, each mirror is handed out once, reserved VBAs are not
 // given to Allocate until the table would otherwise pass its cap, and Load
@@ -208,6 +245,49 @@ TEST(VbaTableTest, MirrorWindowsForSharedBlocks) {
   EXPECT_EQ(v.mirror_reserved(), 0u);
   EXPECT_EQ(v.AllocateMirror(3, false), kNoBlock);
   EXPECT_EQ(v.AllocateMirror(3, true), 2 * W + 3);
+}
+
+// Windows are found through the old VBA's chunk (several per chunk); a
+// window whose VBAs were all handed out is forgotten and its slot reused,
+// and windows yield (ReleaseMirrors) with freed slots among them.
+TEST(VbaTableTest, MirrorWindowsPerChunkAndReusedSlots) {
+  constexpr Bno W = VbaTable::kMirrorWindow;
+  log::SegmentTable segs{16, 4096};
+  VbaTable v(&segs, 64 * W);
+  const Bno n = 2 * VbaTable::kChunkSize;  // 8 windows in two chunks
+  std::vector<Bno> old = testing::FreshVbas(&v, n);
+  v.Incref(old[0], n);
+  Bno tail = n;
+  std::vector<Bno> base(n / W);
+  for (Bno w : {Bno(1), Bno(0), Bno(7), Bno(4), Bno(3)}) {
+    base[w] = tail;
+    EXPECT_EQ(v.AllocateMirror(w * W + 9, true), tail + 9) << w;
+    tail += W;
+  }
+  for (Bno w : {Bno(1), Bno(0), Bno(7), Bno(4), Bno(3)})
+    EXPECT_EQ(v.AllocateMirror(w * W + 10, false), base[w] + 10) << w;
+  EXPECT_EQ(v.mirror_reserved(), 5 * (W - 2));
+  // Hand out all of window 0: it is forgotten, so old VBA 0's window
+  // gets a new reservation (its first VBAs stay with their owners).
+  for (Bno i = 0; i < W; ++i) {
+    if (i == 9 || i == 10) continue;
+    ASSERT_EQ(v.AllocateMirror(i, false), base[0] + i);
+  }
+  EXPECT_EQ(v.mirror_reserved(), 4 * (W - 2));
+  EXPECT_EQ(v.AllocateMirror(5, false), kNoBlock);
+  EXPECT_EQ(v.AllocateMirror(5, true), tail + 5);  // the freed slot, a new window
+  EXPECT_EQ(v.AllocateMirror(W + 11, false), base[1] + 11);  // the others are intact
+  EXPECT_EQ(v.mirror_reserved(), 4 * (W - 2) + (W - 1) - 1);
+  // Yielding gives every reserved, not handed out VBA back: Allocate then
+  // fills the holes in the windows before it grows the table.
+  std::vector<std::pair<Bno, Bno>> runs;
+  v.Allocate(64 * W - v.size() + 1, &runs);
+  EXPECT_EQ(v.mirror_reserved(), 0u);
+  Bno got = 0;
+  for (const auto& r : runs) got += r.second;
+  EXPECT_EQ(got, 64 * W - (tail + W) + 1);
+  EXPECT_EQ(runs[0].first, base[1]);  // window 1's first free VBA
+  for (Bno w = 0; w < n / W; ++w) EXPECT_EQ(v.AllocateMirror(w * W + 12, false), kNoBlock);
 }
 
 // A chunk holding mirror windows turns dense after a few edits inside its

@@ -82,6 +82,17 @@ void VbaTable::Prefetch(Bno vba) const {
   }
 }
 
+void VbaTable::PrefetchRefs(Bno vba) const {
+  if (vba >= size_) return;
+  const Chunk& c = chunks_[vba >> kChunkBits];
+  const uint32_t off = vba & (kChunkSize - 1);
+  if (c.dense()) {
+    __builtin_prefetch(&c.refs[off]);
+  } else {
+    __builtin_prefetch(c.runs.data() + c.runs.size() / 2);
+  }
+}
+
 uint32_t VbaTable::DenseRefs(const Chunk& c, Bno chunk_base, uint32_t off) const {
   uint8_t r = c.refs[off];
   if (r != kBigRefs) return r;
@@ -192,7 +203,7 @@ void VbaTable::Allocate(Bno n, std::vector<std::pair<Bno, Bno>>* runs) {
   // Single blocks reuse the lowest free VBA; multi-block writes take the
   // tail so that sequential data gets one contiguous run (one extent).
   // Mirror reservations yield before the table grows past its cap.
-  if (!mirrors_.empty() && uint64_t(size_) + n > max_vbas_) ReleaseMirrors();
+  if (mirror_windows_ > 0 && uint64_t(size_) + n > max_vbas_) ReleaseMirrors();
   while (n > 0) {
     Bno tail = size_;
     bool use_tail = free_runs_.empty() || (n > 1 && uint64_t(tail) + n <= max_vbas_);
@@ -212,32 +223,56 @@ void VbaTable::Allocate(Bno n, std::vector<std::pair<Bno, Bno>>* runs) {
 }
 
 Bno VbaTable::AllocateMirror(Bno old_vba, bool reserve) {
-  const Bno window = old_vba / kMirrorWindow;
+  const size_t ci = old_vba >> kChunkBits;
+  const size_t wi = (old_vba / kMirrorWindow) % kWindowsPerChunk;
   const uint32_t off = old_vba % kMirrorWindow;
-  auto it = mirrors_.find(window);
-  if (it == mirrors_.end()) {
+  uint32_t slot = chunks_[ci].mirror[wi];
+  if (slot == 0) {
     // The limit keeps windows that are never filled from holding much of
     // the VBA space (they yield to Allocate anyway).
     if (!reserve || uint64_t(size_) + kMirrorWindow > max_vbas_ ||
         mirror_reserved_ + kMirrorWindow > max_vbas_ / 4)
       return kNoBlock;
     const Bno base = size_;
-    EnsureSize(size_ + kMirrorWindow);
+    EnsureSize(size_ + kMirrorWindow);  // may move chunks_
     for (Bno v = base; v < size_; v += kChunkSize - (v & (kChunkSize - 1))) chunks_[v >> kChunkBits].mirrors = true;
-    it = mirrors_.emplace(window, Mirror{base, uint32_t(kMirrorWindow), {}}).first;
+    if (mirror_free_.empty()) {
+      mirror_pool_.emplace_back();
+      slot = uint32_t(mirror_pool_.size());
+    } else {
+      slot = mirror_free_.back() + 1;
+      mirror_free_.pop_back();
+    }
+    Mirror& m = mirror_pool_[slot - 1];
+    m.window = old_vba / kMirrorWindow;
+    m.base = base;
+    m.left = uint32_t(kMirrorWindow);
+    m.taken.reset();
+    chunks_[ci].mirror[wi] = slot;
+    ++mirror_windows_;
     mirror_reserved_ += kMirrorWindow;
   }
-  Mirror& m = it->second;
+  Mirror& m = mirror_pool_[slot - 1];
   if (m.taken[off]) return kNoBlock;
   m.taken[off] = true;
   --mirror_reserved_;
   const Bno vba = m.base + off;
-  if (--m.left == 0) mirrors_.erase(it);
+  if (--m.left == 0) DropMirror(slot);
   return vba;
 }
 
+void VbaTable::DropMirror(uint32_t slot) {
+  Mirror& m = mirror_pool_[slot - 1];
+  chunks_[size_t(m.window) * kMirrorWindow >> kChunkBits].mirror[m.window % kWindowsPerChunk] = 0;
+  m.left = 0;
+  mirror_free_.push_back(slot - 1);
+  --mirror_windows_;
+}
+
 void VbaTable::ReleaseMirrors() {
-  for (const auto& [window, m] : mirrors_) {
+  for (uint32_t i = 0; i < mirror_pool_.size(); ++i) {
+    const Mirror& m = mirror_pool_[i];
+    if (m.left == 0) continue;
     for (uint32_t o = 0; o < kMirrorWindow;) {
       if (m.taken[o]) {
         ++o;
@@ -248,8 +283,8 @@ void VbaTable::ReleaseMirrors() {
       AddFreeRun(m.base + o, e - o);
       o = e;
     }
+    DropMirror(i + 1);
   }
-  mirrors_.clear();
   mirror_reserved_ = 0;
 }
 
@@ -287,12 +322,35 @@ void VbaTable::AddFreeRun(Bno start, Bno len) {
 }
 
 void VbaTable::Incref(Bno vba, Bno n) {
+  if (n == 1) {
+    // One VBA of a dense chunk: the refcount byte alone.
+    Chunk& c = chunks_[vba >> kChunkBits];
+    if (c.dense()) {
+      uint8_t& r = c.refs[vba & (kChunkSize - 1)];
+      if (r < kBigRefs - 1) {
+        if (r == 0) ++live_;
+        ++r;
+        return;
+      }
+    }
+  }
   Edit(vba, n, true, [&](Bno, Bno len, Bno*, uint32_t* refs) {
     if ((*refs)++ == 0) live_ += len;
   });
 }
 
 void VbaTable::Decref(Bno vba, Bno n) {
+  if (n == 1) {
+    // One VBA of a dense chunk that stays referenced: the refcount byte.
+    Chunk& c = chunks_[vba >> kChunkBits];
+    if (c.dense()) {
+      uint8_t& r = c.refs[vba & (kChunkSize - 1)];
+      if (r > 1 && r != kBigRefs) {
+        --r;
+        return;
+      }
+    }
+  }
   Edit(vba, n, false, [&](Bno v, Bno len, Bno* pba, uint32_t* refs) {
     // Invariant: only referenced VBAs are released.
     assert(*refs > 0);
@@ -312,6 +370,19 @@ void VbaTable::Free(Bno vba, Bno n, Bno pba) {
 }
 
 void VbaTable::SetPba(Bno vba, Bno pba) {
+  {
+    // A dense chunk: the PBA word alone.
+    Chunk& c = chunks_[vba >> kChunkBits];
+    if (c.dense()) {
+      const uint32_t off = vba & (kChunkSize - 1);
+      assert(DenseRefs(c, vba - off, off) > 0);
+      Bno& p = c.pba[off];
+      if (p != kNoBlock) segs_->ClearValid(p);
+      p = pba;
+      segs_->SetValid(pba);
+      return;
+    }
+  }
   Edit(vba, 1, false, [&](Bno, Bno, Bno* p, uint32_t* refs) {
     assert(*refs > 0);
     (void)refs;
@@ -367,7 +438,8 @@ void VbaTable::ForEachRun(Bno from, Bno to,
 uint64_t VbaTable::memory_bytes() const {
   uint64_t bytes = chunks_.capacity() * sizeof(Chunk) + free_runs_.size() * 32 +
                    big_refs_.capacity() * (sizeof(std::pair<Bno, uint32_t>) + 1) +
-                   mirrors_.capacity() * (sizeof(std::pair<Bno, Mirror>) + 1);
+                   mirror_pool_.capacity() * sizeof(Mirror) +
+                   mirror_free_.capacity() * sizeof(uint32_t);
   for (const Chunk& c : chunks_) {
     bytes += c.runs.capacity() * sizeof(Run);
     if (c.dense()) bytes += kChunkSize * (sizeof(Bno) + 1);
@@ -385,7 +457,9 @@ void VbaTable::Load(const std::vector<Entry>& entries) {
   chunks_.clear();
   big_refs_.clear();
   free_runs_.clear();
-  mirrors_.clear();
+  mirror_pool_.clear();
+  mirror_free_.clear();
+  mirror_windows_ = 0;
   mirror_reserved_ = 0;
   size_ = 0;
   live_ = 0;

@@ -101,6 +101,8 @@ class VbaTable {
   uint32_t Refs(Bno vba) const;
   // A hint: starts loading vba's entry into the CPU cache. Changes nothing.
   void Prefetch(Bno vba) const;
+  // The same for Refs(vba) only.
+  void PrefetchRefs(Bno vba) const;
   bool InRange(Bno vba) const { return vba < size_; }
   Bno size() const { return size_; }
   uint64_t live_vbas() const { return live_; }
@@ -128,21 +130,29 @@ class VbaTable {
   };
   static constexpr uint32_t kMaxRunRefs = 0xFFFF;
   static constexpr uint8_t kBigRefs = 255;  // dense: the count is in big_refs_
+  static constexpr Bno kWindowsPerChunk = kChunkSize / kMirrorWindow;
   struct Chunk {
     std::vector<Run> runs;
     std::unique_ptr<Bno[]> pba;       // dense form when set
     std::unique_ptr<uint8_t[]> refs;  // dense form
-    bool mirrors = false;             // holds (part of) a mirror window
+    // The mirror windows of this chunk's VBAs as old VBAs: 1 + an index
+    // into mirror_pool_, 0 for none. Kept here because AllocateMirror's
+    // caller has just read the old VBA's refcount from this chunk.
+    uint32_t mirror[kWindowsPerChunk] = {};
+    bool mirrors = false;             // holds (part of) a mirror window's new VBAs
     bool dense() const { return pba != nullptr; }
   };
 
   struct Mirror {
+    Bno window;     // old_vba / kMirrorWindow
     Bno base;       // new VBA of the window's first old VBA
-    uint32_t left;  // not handed out yet
+    uint32_t left;  // not handed out yet; 0: the slot is free
     std::bitset<kMirrorWindow> taken;
   };
   // Gives every reserved, not handed out VBA back to the free list.
   void ReleaseMirrors();
+  // Forgets the window in mirror_pool_[slot - 1] (its slot becomes free).
+  void DropMirror(uint32_t slot);
 
   void Free(Bno vba, Bno n, Bno pba);
   void AddFreeRun(Bno start, Bno len);
@@ -171,8 +181,11 @@ class VbaTable {
   // Free VBAs below size_: start -> length, coalesced.
   absl::btree_map<Bno, Bno> free_runs_;
   uint64_t live_ = 0;  // VBAs with refs > 0
-  // Mirror windows by old_vba / kMirrorWindow (see AllocateMirror).
-  absl::flat_hash_map<Bno, Mirror> mirrors_;
+  // Mirror windows (see AllocateMirror), found through Chunk::mirror;
+  // slots with left == 0 are free and listed in mirror_free_.
+  std::vector<Mirror> mirror_pool_;
+  std::vector<uint32_t> mirror_free_;
+  size_t mirror_windows_ = 0;  // windows in use
   uint64_t mirror_reserved_ = 0;
 };
 
