@@ -141,10 +141,11 @@ void MapState::LookupWrites(uint32_t vol, const std::vector<Bno>& lbas) {
   lookups_version_ = v->tree.version();
   lookups_shape_ = ctx_.shape;
   lookups_next_ = 0;
-  // Then start loading the VBA-table entries PlanWrite will read.
+  // Then start loading the refcounts PlanWrite will read (PBAs are
+  // loaded for ApplyRecord, which changes them).
   for (size_t k = 0; k < lbas.size(); ++k) {
     const map::Extent& e = lookups_[k].e;
-    if (e.len > 0) vbas_.Prefetch(e.vba + (lbas[k] - e.lba));
+    if (e.len > 0) vbas_.PrefetchRefs(e.vba + (lbas[k] - e.lba));
   }
 }
 
@@ -153,7 +154,12 @@ void MapState::PrefetchForApply(const log::WriteOp& w, int32_t lookup) const {
   if (lookup < 0 || size_t(lookup) >= lookups_.size()) return;
   const map::ExtentLookup& l = lookups_[size_t(lookup)];
   if (l.leaf) map::PrefetchNode(l.leaf);
-  if (l.e.len > 0 && l.e.lba <= w.lba && w.lba < l.e.end()) vbas_.Prefetch(l.e.vba + (w.lba - l.e.lba));
+  // The VBA mapped there before: a first write to a shared block drops a
+  // reference on it (an overwrite in place reuses it: prefetched above).
+  if (l.e.len > 0 && l.e.lba <= w.lba && w.lba < l.e.end()) {
+    const Bno old = l.e.vba + (w.lba - l.e.lba);
+    if (w.vba.empty() || old != w.vba[0]) vbas_.PrefetchRefs(old);
+  }
 }
 
 void MapState::UnplanWrite(const std::vector<Bno>& planned) {
