@@ -290,6 +290,62 @@ TEST(ExtentTree, AssignInLeafMatchesAssignWhileTheShapeHolds) {
   ExpectRefcountsExact(f, {&t, &snap, &small, &other});
 }
 
+// The in-leaf edit of one block (the first write to a shared block, and
+// AssignInLeaf's shortcut for it) must leave exactly the entries Assign
+// leaves: pieces of the old extent, folds into either neighbour, joins of
+// both, and the 16-bit entry length limit on every fold.
+TEST(ExtentTree, OneBlockInLeafEditsLeaveTheEntriesAssignLeaves) {
+  Fixture f;
+  ExtentTree a(&f.ctx), b(&f.ctx);  // a: in-leaf edits where it can; b: Assign
+  // Old data, then a "mirror" range whose VBA i belongs to block i (as
+  // first writes to a clone get) written over all of it but a few holes,
+  // so that the extents around a hole are up to kMaxEntryLen long; and 40
+  // one-block extents after it, so that the one leaf has enough entries
+  // to be edited in place.
+  const Bno space = 3 * kMaxEntryLen;
+  const std::vector<Bno> old = f.Fresh(space + 100);
+  const std::vector<Bno> mirror = f.Fresh(space);
+  const std::vector<Bno> holes = {30000, kMaxEntryLen - 1, kMaxEntryLen, kMaxEntryLen + 1,
+                                  100000, 165000};
+  for (ExtentTree* t : {&a, &b}) {
+    t->Assign(0, space, old[0]);
+    for (Bno i = 0; i < 40; ++i) t->Assign(space + 2 * i, 1, old[space + 2 * i]);
+    Bno from = 0;
+    for (Bno h : holes) {
+      t->Assign(from, h - from, mirror[from]);
+      from = h + 1;
+    }
+    t->Assign(from, space - from, mirror[from]);
+  }
+  auto entries = [](const ExtentTree& t) {
+    std::vector<Extent> out;
+    t.ForEach([&](const Extent& e) { out.push_back(e); });
+    return out;
+  };
+  ASSERT_EQ(entries(a), entries(b));
+  ASSERT_EQ(f.ctx.inners, 0u);  // one leaf each
+  std::mt19937_64 rng(17);
+  uint64_t in_leaf = 0;
+  for (int step = 0; step < 20000; ++step) {
+    // At or next to a hole, mostly its mirror VBA (a fold or a join,
+    // within the length limit or not), sometimes a new or the old VBA
+    // (which opens the hole again).
+    Bno lba = holes[rng() % holes.size()] + Bno(rng() % 5) - 2;
+    const int what = int(rng() % 8);
+    const Bno vba = what < 5 ? mirror[lba] : what < 6 ? f.Fresh(1)[0] : old[lba];
+    ExtentLookup look;
+    a.LookupExtents(&lba, 1, &look);
+    const uint64_t edits = f.ctx.in_leaf_edits;
+    if (!a.AssignInLeaf(look, f.ctx.shape, lba, vba)) a.Assign(lba, 1, vba);
+    in_leaf += f.ctx.in_leaf_edits - edits;
+    b.Assign(lba, 1, vba);
+    f.ctx.ReapDeadLeaves();
+    ASSERT_EQ(entries(a), entries(b)) << "step " << step << " lba " << lba;
+  }
+  EXPECT_GT(in_leaf, 10000u);
+  ExpectRefcountsExact(f, {&a, &b});
+}
+
 // A leaf dropped by a merge stays allocated (refs 0, new gen) until
 // ReapDeadLeaves, so a lookup that went through it is refused, not read
 // after free; and a merge no longer moves the shape, so lookups into

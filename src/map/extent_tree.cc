@@ -500,6 +500,55 @@ void ExtentTree::AssignRange(Bno lba, Bno len, Bno vba) {
   }
 }
 
+ExtentTree::Remap ExtentTree::RemapOneInLeaf(Leaf* leaf, int hint, Bno lba, Bno vba) {
+  LeafEntry* e = leaf->e;
+  const int count = leaf->count;
+  // The entry x holding lba, found by the lookup (checked).
+  const int a = hint;
+  if (a < 0 || a >= count || e[a].lba > lba || e[a].end() <= lba) return Remap::kOther;
+  const Extent x = e[a];
+  const Bno old = x.vba + (lba - x.lba);
+  if (vba == old || vba == kNoBlock) return Remap::kOther;
+  // x becomes [left piece] [lba -> vba] [right piece]; the new block folds
+  // into the entry before x when nothing of x is left of it and the VBAs
+  // go on, likewise into the entry after x (AssignLeaf's Continues).
+  const bool has_l = x.lba < lba, has_r = x.end() > lba + 1;
+  const Extent n{lba, 1, vba};
+  const bool into_prev = !has_l && a > 0 && Continues(e[a - 1], n);
+  const bool into_next = !has_r && a + 1 < count && Continues(n, e[a + 1]);
+  // Both: the entries before and after x join through the new block.
+  const bool join = into_prev && into_next &&
+                    Bno(e[a - 1].len) + 1 + e[a + 1].len <= kMaxEntryLen;
+  // What replaces e[first, last): the pieces, at most three entries.
+  Extent mid[3];
+  int m = 0, first = a, last = a + 1;
+  if (join) {
+    first = a - 1, last = a + 2;
+    mid[m++] = {e[a - 1].lba, Bno(e[a - 1].len) + 1 + e[a + 1].len, e[a - 1].vba};
+  } else {
+    if (has_l) mid[m++] = {x.lba, lba - x.lba, x.vba};
+    if (into_prev) {
+      first = a - 1;
+      mid[m++] = {e[a - 1].lba, Bno(e[a - 1].len) + 1, e[a - 1].vba};
+    } else if (into_next) {
+      last = a + 2;
+      mid[m++] = {lba, 1 + Bno(e[a + 1].len), vba};
+    } else {
+      mid[m++] = n;
+    }
+    if (has_r) mid[m++] = {lba + 1, x.end() - lba - 1, old + 1};
+  }
+  const int total = count - (last - first) + m;
+  if (total > kLeafCap || total < kLeafCap / 4) return Remap::kRefused;
+  ctx_->vbas->Incref(vba, 1);
+  ctx_->vbas->Decref(old, 1);
+  if (last - first != m)
+    std::memmove(e + first + m, e + last, sizeof(LeafEntry) * size_t(count - last));
+  for (int k = 0; k < m; ++k) e[first + k] = mid[k];
+  leaf->count = uint16_t(total);
+  return Remap::kDone;
+}
+
 bool ExtentTree::AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba, Bno vba) {
   // An unchanged shape and gen mean the leaf still covers lba and the path
   // is still as exclusive as the lookup saw it (a dropped leaf is still
@@ -511,11 +560,20 @@ bool ExtentTree::AssignInLeaf(const ExtentLookup& found, uint64_t shape, Bno lba
       leaf->gen != found.leaf_gen || leaf->refs != 1 || vba == kNoBlock)
     return false;
   Leaf* l = const_cast<Leaf*>(static_cast<const Leaf*>(leaf));  // this tree's alone
-  bool in_place = true;
-  const Split s = AssignLeaf(l, lba, lba + 1, vba, true, &in_place, found.index);
-  if (!in_place) return false;
-  assert(s.right == nullptr);
-  (void)s;
+  switch (RemapOneInLeaf(l, found.index, lba, vba)) {
+    case Remap::kDone:
+      break;
+    case Remap::kRefused:
+      return false;
+    case Remap::kOther: {
+      bool in_place = true;
+      const Split s = AssignLeaf(l, lba, lba + 1, vba, true, &in_place, found.index);
+      if (!in_place) return false;
+      assert(s.right == nullptr);
+      (void)s;
+      break;
+    }
+  }
   Bump();  // the mapping changed; the shape did not
   ++ctx_->in_leaf_edits;
   return true;

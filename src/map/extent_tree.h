@@ -195,6 +195,12 @@ class ExtentTree {
   // may start (checked; a lookup's index).
   Split AssignLeaf(Leaf* leaf, Bno lo, Bno hi, Bno vba, bool insert, bool* in_place = nullptr,
                    int hint = -1);
+  // AssignInLeaf's common case, without AssignLeaf's generality: lba is
+  // inside the entry e[hint] and gets a VBA other than its own. kOther:
+  // not that case (use AssignLeaf); kRefused: the leaf would split or
+  // become small enough to merge; nothing changed unless kDone.
+  enum class Remap { kDone, kRefused, kOther };
+  Remap RemapOneInLeaf(Leaf* leaf, int hint, Bno lba, Bno vba);
   // Drops a leaf no tree references any more (see TreeContext::dead).
   void Bury(Leaf* leaf);
   // Assign without Bump; an insert is at most kMaxEntryLen blocks.
