@@ -98,6 +98,7 @@ void MapState::PlanWrite(uint32_t vol, Bno lba, Bno n, std::vector<Bno>* out) {
     }
     const Bno cur = e.vba + (b - e.lba);
     if (found.exclusive && vbas_.Refs(cur) == 1) {
+      if (n == 1) vbas_.Prefetch(cur);  // ApplyWrite re-points it after the media write
       (*out)[base + i] = cur;
       continue;
     }
