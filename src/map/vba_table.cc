@@ -203,7 +203,7 @@ void VbaTable::Allocate(Bno n, std::vector<std::pair<Bno, Bno>>* runs) {
   // Single blocks reuse the lowest free VBA; multi-block writes take the
   // tail so that sequential data gets one contiguous run (one extent).
   // Mirror reservations yield before the table grows past its cap.
-  if (mirror_windows_ > 0 && uint64_t(size_) + n > max_vbas_) ReleaseMirrors();
+  if (mirror_pool_.size() > mirror_free_.size() && uint64_t(size_) + n > max_vbas_) ReleaseMirrors();
   while (n > 0) {
     Bno tail = size_;
     bool use_tail = free_runs_.empty() || (n > 1 && uint64_t(tail) + n <= max_vbas_);
@@ -249,7 +249,6 @@ Bno VbaTable::AllocateMirror(Bno old_vba, bool reserve) {
     m.left = uint32_t(kMirrorWindow);
     m.taken.reset();
     chunks_[ci].mirror[wi] = slot;
-    ++mirror_windows_;
     mirror_reserved_ += kMirrorWindow;
   }
   Mirror& m = mirror_pool_[slot - 1];
@@ -266,7 +265,6 @@ void VbaTable::DropMirror(uint32_t slot) {
   chunks_[size_t(m.window) * kMirrorWindow >> kChunkBits].mirror[m.window % kWindowsPerChunk] = 0;
   m.left = 0;
   mirror_free_.push_back(slot - 1);
-  --mirror_windows_;
 }
 
 void VbaTable::ReleaseMirrors() {
@@ -459,7 +457,6 @@ void VbaTable::Load(const std::vector<Entry>& entries) {
   free_runs_.clear();
   mirror_pool_.clear();
   mirror_free_.clear();
-  mirror_windows_ = 0;
   mirror_reserved_ = 0;
   size_ = 0;
   live_ = 0;

@@ -185,7 +185,6 @@ class VbaTable {
   // slots with left == 0 are free and listed in mirror_free_.
   std::vector<Mirror> mirror_pool_;
   std::vector<uint32_t> mirror_free_;
-  size_t mirror_windows_ = 0;  // windows in use
   uint64_t mirror_reserved_ = 0;
 };
 
