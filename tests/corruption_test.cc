@@ -335,5 +335,87 @@ TEST(FullDeviceTest, NoCleanerGivesNoSpaceInsteadOfHanging) {
   ASSERT_TRUE(v->Write(0, Pattern(1, 0, 4096)).ok());
 }
 
+
+// Issue 19 item 1: on a pool filled to the last segment with a snapshot
+// holding the old data, everything that frees space must still work: trim,
+// punching write-zeroes, snapshot delete, deactivate; the cleaner then
+// makes room and writes succeed again. Tested at the tightest point: writes
+// are pushed (in single blocks) until the device refuses them.
+class FullPoolTest : public ::testing::Test {
+ protected:
+  void FillToTheLastBlock(bool cleaner) {
+    media_ = NewMemMedia(48 << 20);
+    auto p = Pool::Format(media_, SmallFormat(256 << 10), QuietOpen(cleaner));
+    ASSERT_TRUE(p.ok()) << p.status();
+    pool_ = std::move(*p);
+    // Near 100% use, a running cleaner would keep making a block of room
+    // at a time from segments with a few dead blocks: halted, the device
+    // answers ENOSPC at once (it stays halted until the test resumes it).
+    if (cleaner) pool_->HaltCleaner();
+    Volume* v = pool_->PrimaryVolume();
+    size_ = v->size_bytes();
+    for (uint64_t off = 0; off < size_; off += 1 << 20)
+      ASSERT_TRUE(v->Write(off, Pattern(1, off, std::min<uint64_t>(1 << 20, size_ - off))).ok());
+    ASSERT_TRUE(pool_->CreateSnapshot("", "old").ok());
+    // Overwrite until the device is full: big writes first, then single
+    // blocks so that the last free block is taken.
+    absl::Status s;
+    uint64_t off = 0;
+    for (; s.ok(); off = (off + (1 << 20)) % size_) s = v->Write(off, Pattern(2, off, 1 << 20));
+    ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
+    s = absl::OkStatus();
+    for (int i = 0; s.ok() && i < 100000; ++i, off = (off + 4096) % size_)
+      s = v->Write(off, Pattern(3, off, 4096));
+    ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
+  }
+  Volume* vol() { return pool_->PrimaryVolume(); }
+  std::shared_ptr<Media> media_;
+  std::unique_ptr<Pool> pool_;
+  uint64_t size_ = 0;
+};
+
+TEST_F(FullPoolTest, FreeingOperationsSucceedAndSpaceComesBack) {
+  FillToTheLastBlock(/*cleaner=*/true);
+  // Trims of snapshot-shared blocks free nothing, but must not fail.
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(vol()->Trim(uint64_t(i) * 8192, 4096, false).ok()) << i;
+  ASSERT_TRUE(vol()->WriteZeroes(1 << 20, 1 << 20, false, /*no_hole=*/false, false).ok());
+  auto act = pool_->ActivateSnapshot("", "old", "old-copy", false);
+  if (act.ok()) ASSERT_TRUE(pool_->DeactivateVolume("old-copy").ok());
+  ASSERT_TRUE(pool_->DeleteSnapshot("", "old", /*force=*/true).ok());
+  // The old data is garbage now: the cleaner must make room.
+  pool_->ResumeCleaner();
+  ASSERT_TRUE(pool_->RunCleaner(8).ok());
+  for (uint64_t off = 0; off < 8 << 20; off += 1 << 20)
+    ASSERT_TRUE(vol()->Write(off, Pattern(4, off, 1 << 20)).ok()) << off;
+  auto rep = pool_->Check(true);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+}
+
+TEST_F(FullPoolTest, FreeingOperationsSucceedAfterARestart) {
+  FillToTheLastBlock(/*cleaner=*/true);
+  ASSERT_TRUE(pool_->Close().ok());
+  pool_.reset();
+  auto p = Pool::Open(media_, QuietOpen(false));
+  ASSERT_TRUE(p.ok()) << p.status();
+  pool_ = std::move(*p);
+  EXPECT_TRUE(absl::IsResourceExhausted(vol()->Write(0, Pattern(5, 0, 4096))));
+  ASSERT_TRUE(vol()->Trim(0, 1 << 20, false).ok());
+  ASSERT_TRUE(pool_->DeleteSnapshot("", "old", /*force=*/false).ok());
+  ASSERT_TRUE(pool_->RunCleaner(8).ok());
+  ASSERT_TRUE(vol()->Write(0, Pattern(6, 0, 1 << 20)).ok());
+}
+
+TEST_F(FullPoolTest, RollbackFreesTooWithoutACleaner) {
+  FillToTheLastBlock(/*cleaner=*/false);
+  ASSERT_TRUE(pool_->Rollback("", "old").ok());
+  ASSERT_TRUE(pool_->DeleteSnapshot("", "old", false).ok());
+  ASSERT_TRUE(pool_->RunCleaner(8).ok());
+  ASSERT_TRUE(vol()->Write(0, Pattern(7, 0, 1 << 20)).ok());
+  std::vector<std::byte> out(4096);
+  ASSERT_TRUE(vol()->Read(2 << 20, out).ok());
+  EXPECT_TRUE(out == Pattern(1, 2 << 20, 4096));
+}
+
 }  // namespace
 }  // namespace ftl

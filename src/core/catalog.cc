@@ -37,19 +37,20 @@ ReqOp NoteOp(log::Op op) {
 
 }  // namespace
 
-Request* PoolImpl::MakeNoteRequest(std::vector<ReqOp> ops, bool barrier) {
+Request* PoolImpl::MakeNoteRequest(std::vector<ReqOp> ops, bool barrier, bool frees) {
   auto* r = new Request;
   r->ops = std::move(ops);
   r->note = true;
   r->barrier = barrier;
+  r->frees = frees;
   r->fua = true;  // durable when acknowledged
   return r;
 }
 
-absl::Status PoolImpl::SubmitNotes(std::vector<ReqOp> ops, bool barrier) {
+absl::Status PoolImpl::SubmitNotes(std::vector<ReqOp> ops, bool barrier, bool frees) {
   // The caller waits anyway: it commits the note itself when nobody else is
   // committing (no hand-off to the writer thread).
-  return SubmitAndWait(MakeNoteRequest(std::move(ops), barrier), /*allow_inline=*/true);
+  return SubmitAndWait(MakeNoteRequest(std::move(ops), barrier, frees), /*allow_inline=*/true);
 }
 
 absl::StatusOr<uint32_t> PoolImpl::ResolveVolumeLocked(const std::string& name) const {
@@ -167,7 +168,7 @@ absl::Status PoolImpl::DeleteSnapshot(const std::string& volume, const std::stri
     if (absl::Status s = state_->ValidateNote(op, dropped); !s.ok()) return s;
     ops.push_back(NoteOp(op));
   }
-  return SubmitNotes(std::move(ops), true);
+  return SubmitNotes(std::move(ops), true, /*frees=*/true);
 }
 
 absl::StatusOr<Volume*> PoolImpl::ActivateSnapshot(const std::string& volume,
@@ -211,7 +212,7 @@ absl::Status PoolImpl::DeactivateVolume(const std::string& name) {
     op.drop = v->id;
     if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
   }
-  return SubmitNotes({NoteOp(op)}, true);
+  return SubmitNotes({NoteOp(op)}, true, /*frees=*/true);
 }
 
 absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& snapshot) {
@@ -228,7 +229,7 @@ absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& sn
     op.rollback = {*vid, *sid};
     if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
   }
-  return SubmitNotes({NoteOp(op)}, true);
+  return SubmitNotes({NoteOp(op)}, true, /*frees=*/true);
 }
 
 std::string PoolImpl::VolumeOrigin(const std::string& volume) {

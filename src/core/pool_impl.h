@@ -84,6 +84,12 @@ struct Request {
   bool note = false;
   // A catalogue change (TREE, DROP, ROLLBACK, ATTR): committed alone.
   bool barrier = false;
+  // It frees space or proves durability (a trim, punching write-zeroes,
+  // snapshot delete, deactivate, rollback, a durability marker): it may
+  // take the segment that other user requests leave free for it, so it
+  // succeeds on a full pool (README "Full device"). Never batched with
+  // requests that do not free.
+  bool frees = false;
   std::function<void(absl::Status)> done;
   uint32_t data_blocks() const;
   size_t payload_bytes() const;
@@ -248,8 +254,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // so Volume pointers stay valid), attribute flags refresh.
   void RefreshVolumes();
   // Submits a metadata request of `ops` and waits: durable when it returns.
-  absl::Status SubmitNotes(std::vector<ReqOp> ops, bool barrier);
-  Request* MakeNoteRequest(std::vector<ReqOp> ops, bool barrier);
+  // `frees`: the note frees space (Request::frees).
+  absl::Status SubmitNotes(std::vector<ReqOp> ops, bool barrier, bool frees = false);
+  Request* MakeNoteRequest(std::vector<ReqOp> ops, bool barrier, bool frees = false);
   // Resolves a tree reference (range.h): "" primary, a volume, VOL@SNAP or
   // @SNAP. REQUIRES: map_mu_ or tree_meta_mu_ held (shared is enough; see
   // the class comment; the annotation cannot say "either").
@@ -304,10 +311,22 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   static uint32_t RecordBlocks(const std::vector<Request*>& b, size_t n);
   // User writes and trims may go to `vol` (it exists, not a snapshot).
   bool WritableLocked(uint32_t vol) const ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
-  // Makes sure the slot's open segment has `blocks` free; false if no
-  // segment can be had now (user writes leave the writer's reserve to the
-  // cleaner).
-  bool EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks);
+  // Who may take the last free segments: the cleaner's relocations every
+  // one; requests that free space leave the cleaner its reserve; all other
+  // requests also leave one segment for those that free (README "Full
+  // device": so trims, snapshot deletes and the cleaner never find the
+  // pool too full to free it).
+  enum class Claim { kRelocation, kFreeing, kPlain };
+  static Claim ClaimOf(const std::vector<Request*>& batch, log::Stream stream);
+  // Free segments that must remain after `claim` opens one.
+  uint32_t MinFreeToOpen(Claim claim) const;
+  // Whether `claim` may write into the slot's open segment: a plain request
+  // may not use the segment opened from the reserve of freeing requests
+  // while the reserve is not restored.
+  bool MayUseOpen(gc::Slot slot, Claim claim);
+  // Makes sure the slot's open segment has `blocks` free for `claim`; false
+  // if no segment can be had now (then the open segment stays open).
+  bool EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks, Claim claim);
   // Open segments after a clean open: each takes the slot of its stream;
   // a second one of a stream is sealed.
   void AdoptOpenSegments();
@@ -391,6 +410,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // inline committer). Lock order: commit_mu_ before queue_mu_ / map_mu_.
   absl::Mutex commit_mu_;
   uint32_t open_seg_[gc::kSlotCount] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  // The slot's open segment was taken from the freeing requests' reserve.
+  bool open_from_reserve_[gc::kSlotCount] = {false, false, false, false};
   uint32_t open_cursor_ = 0;
   AlignedBuffer record_buf_;
   // The committer's pieces of one record for Media::WriteGather (reused).

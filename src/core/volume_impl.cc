@@ -298,6 +298,7 @@ absl::Status VolumeImpl::Trim(uint64_t offset, uint64_t length, bool fua) {
   uint64_t t = locks.Lock(id_, first, end, false);
   auto* r = new Request;
   r->fua = fua;
+  r->frees = true;
   ReqOp op;
   op.type = log::OpType::kTrim;
   op.vol = id_;
@@ -338,6 +339,7 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
   AlignedBuffer edges(2 * kBlockSize);
   auto* r = new Request;
   r->fua = fua;
+  r->frees = true;  // at most two edge blocks, and a trim of the rest
   absl::Status s;
   auto zero_edge = [&](Bno blk, int slot) {
     std::byte* p = edges.data() + size_t(slot) * kBlockSize;

@@ -16,6 +16,9 @@
 namespace ftl::core {
 namespace {
 constexpr uint32_t kGcReserveSegments = 2;
+// Segments that requests which do not free space leave to those that do
+// (PoolImpl::Claim), on top of the cleaner's.
+constexpr uint32_t kFreeingReserveSegments = 1;
 constexpr uint32_t kMaxBatchBlocks = 1024;
 constexpr uint64_t kInlineCommitMaxBlocks = 64;
 // Whether hot/cold separation pays is judged every this many segments of
@@ -138,23 +141,46 @@ void PoolImpl::FailRequests(std::vector<Request*>& batch, const absl::Status& s)
   batch.clear();
 }
 
-bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
-  int si = int(slot);
-  auto& segs = state_->segments();
-  if (open_seg_[si] != UINT32_MAX) {
-    const auto& info = segs.at(open_seg_[si]);
-    if (geo_.segment_blocks - info.write_ptr >= blocks) return true;
-  }
+PoolImpl::Claim PoolImpl::ClaimOf(const std::vector<Request*>& batch, log::Stream stream) {
+  if (stream == log::Stream::kRelocation) return Claim::kRelocation;
+  for (const Request* r : batch)
+    if (!r->frees) return Claim::kPlain;
+  return Claim::kFreeing;
+}
+
+uint32_t PoolImpl::MinFreeToOpen(Claim claim) const {
+  if (claim == Claim::kRelocation) return 0;
   // Users leave free segments to the cleaner: one for each relocation
   // slot in use (a victim's live blocks fit the rest of a slot's open
   // segment and one more).
-  uint32_t reserve = 0;
-  if (stream == log::Stream::kUser) reserve = placement_.active() ? kGcReserveSegments : 1;
+  const uint32_t cleaner = placement_.active() ? kGcReserveSegments : 1;
+  return claim == Claim::kFreeing ? cleaner : cleaner + kFreeingReserveSegments;
+}
+
+bool PoolImpl::MayUseOpen(gc::Slot slot, Claim claim) {
+  if (claim != Claim::kPlain || !open_from_reserve_[int(slot)]) return true;
+  absl::ReaderMutexLock l(&map_mu_);
+  if (state_->segments().free_count() <= MinFreeToOpen(Claim::kPlain)) return false;
+  open_from_reserve_[int(slot)] = false;  // the reserve is back
+  return true;
+}
+
+bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks, Claim claim) {
+  int si = int(slot);
+  auto& segs = state_->segments();
+  if (open_seg_[si] != UINT32_MAX && MayUseOpen(slot, claim)) {
+    const auto& info = segs.at(open_seg_[si]);
+    if (geo_.segment_blocks - info.write_ptr >= blocks) return true;
+  }
   uint32_t opened = UINT32_MAX;
   uint32_t sealed = UINT32_MAX;
   Bno sealed_blocks = 0;
   {
     absl::MutexLock l(&map_mu_);
+    // No segment for this claim: the open one stays open (its rest may
+    // serve a smaller request, or one that may use the reserve).
+    const uint32_t min_free = MinFreeToOpen(claim);
+    if (segs.free_count() <= min_free) return false;
     if (open_seg_[si] != UINT32_MAX) {
       // Seal: the rest of the segment stays unused.
       uint32_t s = open_seg_[si];
@@ -165,7 +191,6 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
       open_seg_[si] = UINT32_MAX;
       sealed_since_ckpt_ += stream == log::Stream::kUser ? 4 : 1;
     }
-    if (segs.free_count() <= reserve) return false;
     // Round-robin from a cursor spreads writes over the device.
     for (uint32_t k = 0; k < segs.count(); ++k) {
       uint32_t s = (open_cursor_ + k) % segs.count();
@@ -182,6 +207,8 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks) {
       info.data_seq_sum = 0;
       info.data_count = 0;
       open_seg_[si] = s;
+      open_from_reserve_[si] =
+          claim == Claim::kFreeing && segs.free_count() < MinFreeToOpen(Claim::kPlain);
       open_cursor_ = s + 1;
       opened = s;
       break;
@@ -220,13 +247,15 @@ bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream
   uint32_t blocks = 0;
   size_t payload = 0;
   const int cls = q->front()->batch_class();
+  const bool frees = q->front()->frees;
   const gc::Slot slot = q->front()->slot;
   while (!q->empty()) {
     Request* r = q->front();
     uint32_t b = r->data_blocks();
     size_t p = r->payload_bytes();
     // Data and notes never share a record, and a catalogue change goes alone.
-    if (!batch->empty() && (r->batch_class() != cls || cls == 2 || blocks + b > max_batch ||
+    if (!batch->empty() && (r->batch_class() != cls || cls == 2 || r->frees != frees ||
+                            blocks + b > max_batch ||
                             log::HeaderBlocksFor(payload + p) > log::kMaxHeaderBlocks ||
                             (one_slot && r->slot != slot)))
       break;
@@ -399,8 +428,10 @@ void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vect
     // A slot without an open segment may open one (no tail is wasted);
     // a part that does not fit the open one sends the batch there unsplit,
     // where CommitBatch fills the segment's tail.
-    if (seg == UINT32_MAX && !EnsureRoom(slot, stream, need)) unsplit = slot;
-    else if (seg == UINT32_MAX || geo_.segment_blocks - state_->segments().at(seg).write_ptr < need)
+    const Claim claim = ClaimOf(parts[i], stream);
+    if (seg == UINT32_MAX && !EnsureRoom(slot, stream, need, claim)) unsplit = slot;
+    else if (seg == UINT32_MAX || !MayUseOpen(slot, claim) ||
+             geo_.segment_blocks - state_->segments().at(seg).write_ptr < need)
       unsplit = slot;
   }
   if (unsplit) {
@@ -436,15 +467,16 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
     // to a fresh segment.
     auto need = RecordBlocks;
     int si = int(slot);
+    const Claim claim = ClaimOf(batch, stream);
     auto fitting = [&]() -> size_t {
-      if (open_seg_[si] == UINT32_MAX) return 0;
+      if (open_seg_[si] == UINT32_MAX || !MayUseOpen(gc::Slot(si), claim)) return 0;
       uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
       size_t fit = batch.size();
       while (fit > 0 && need(batch, fit) > room) --fit;
       return fit;
     };
     size_t fit = fitting();
-    if (fit < batch.size() && open_seg_[si] != UINT32_MAX) {
+    if (fit < batch.size() && open_seg_[si] != UINT32_MAX && MayUseOpen(slot, claim)) {
       // Fill the segment's tail with the head of a splittable request,
       // in the same record as the requests that fit.
       uint32_t room = geo_.segment_blocks - state_->segments().at(open_seg_[si]).write_ptr;
@@ -468,7 +500,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
       }
     }
     if (fit == 0) {
-      bool room = EnsureRoom(slot, stream, need(batch, 1));
+      bool room = EnsureRoom(slot, stream, need(batch, 1), claim);
       if (!room && stream == log::Stream::kRelocation && slot == gc::Slot::kHotGc) {
         // The writers' reserve holds one segment for the cleaner while
         // placement is passive; if placement turned active since, hot
@@ -477,7 +509,7 @@ void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc:
         si = int(slot);
         for (Request* r : batch) r->slot = slot;
         fit = fitting();
-        room = fit > 0 || EnsureRoom(slot, stream, need(batch, 1));
+        room = fit > 0 || EnsureRoom(slot, stream, need(batch, 1), claim);
       }
       if (!room) {
         bool reclaimable = gc::PickVictim(Candidates()).reclaimable;
