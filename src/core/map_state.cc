@@ -456,6 +456,22 @@ absl::Status MapState::ValidateNote(const log::Op& op, const std::vector<uint32_
       if (!v || v->is_snapshot()) return absl::NotFoundError("no such volume");
       if (!range_ok(v, op.attr.lba, op.attr.count))
         return absl::OutOfRangeError(absl::StrCat("range is past the end of ", v->name));
+      // Immutable and non-persistent exclude each other: a crash would
+      // drop the "immutable" data of a scratch range. Clearing either is
+      // always allowed (pools from before this rule may hold both).
+      const uint8_t imm = log::kAttrImmutable, np = log::kAttrNonPersistent;
+      for (auto [bit, other] : {std::pair{imm, np}, std::pair{np, imm}}) {
+        if (!(op.attr.set & bit) || (op.attr.clear & other) ||
+            !v->attrs.Any(op.attr.lba, op.attr.count, other))
+          continue;
+        bool to_immutable = bit == imm;
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "range [%d, +%d) of %s is %s (in part): a range cannot be both immutable and "
+            "non-persistent; make it %s first",
+            uint64_t(op.attr.lba) * log::kBlock, uint64_t(op.attr.count) * log::kBlock, v->name,
+            to_immutable ? "non-persistent" : "immutable",
+            to_immutable ? "persistent" : "mutable"));
+      }
       return absl::OkStatus();
     }
     default:
