@@ -357,6 +357,8 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
   if (!force.ok()) return force.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
+  // One "force" overrides both refusals: clients connected (checked here)
+  // and immutable ranges the rollback would change (checked by the engine).
   std::vector<ConnectionInfo> clients = ClientsOf(ctx, *volume);
   if (!clients.empty() && !*force) {
     std::vector<std::string> who;
@@ -367,7 +369,7 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
         clients.size(), " client(s) connected to volume ", *volume, " (",
         absl::StrJoin(who, ", "), "): disconnect them first or roll back with force"));
   }
-  if (absl::Status s = ctx.pool->Rollback(*volume, *name); !s.ok()) return s;
+  if (absl::Status s = ctx.pool->Rollback(*volume, *name, *force); !s.ok()) return s;
   return Json{{"volume", *volume},
               {"snapshot", SnapRef(*volume, *name)},
               {"clients_connected", clients.size()}};

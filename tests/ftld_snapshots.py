@@ -567,4 +567,39 @@ def test_ext4_frozen_snapshot_mounted_read_only(env):
     assert d.stop() == 0
 
 
+def test_rollback_refuses_to_change_immutable_ranges(env):
+    d = env.start_ftld(size="256M")
+    a, b, c = pattern("A", MiB), pattern("B", MiB), pattern("C", MiB)
+    write(d, a, 0)
+    d.ctl("range", "attr", "0", "1M", "immutable")
+    write(d, a, 8 * MiB)
+    d.ctl("snapshot", "create", "s1")
+    # An immutable range the rollback leaves as it is does not need force.
+    write(d, b, 4 * MiB)
+    d.ctl("snapshot", "rollback", "s1")
+    assert read(d, MiB, 4 * MiB) == bytes(MiB)
+    assert d.ctl("range", "attrs")["attrs"] == [
+        {"offset": 0, "length": MiB, "immutable": True, "non_persistent": False}]
+    # 8M..9M changed after the snapshot and became immutable: refused.
+    write(d, c, 8 * MiB)
+    d.ctl("range", "attr", "8M", "1M", "immutable")
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"s1"}\n')[0]
+    assert r["ok"] is False and r["code"] == "FAILED_PRECONDITION", r
+    assert "immutable" in r["error"] and "force" in r["error"], r
+    err = ctl_fail(d, "snapshot", "rollback", "s1")
+    assert "immutable" in err, err
+    assert read(d, MiB, 8 * MiB) == c
+    assert len(d.ctl("range", "attrs")["attrs"]) == 2
+    # --force overrides it (and, with a client connected, that check too):
+    # the volume gets the snapshot's content and attributes.
+    h = connect(d)
+    r = d.ctl("snapshot", "rollback", "s1", "--force")
+    assert r["clients_connected"] == 1, r
+    h.shutdown()
+    assert read(d, MiB, 8 * MiB) == a
+    assert d.ctl("range", "attrs")["attrs"] == [
+        {"offset": 0, "length": MiB, "immutable": True, "non_persistent": False}]
+    assert d.stop() == 0
+
+
 main(globals())

@@ -57,8 +57,9 @@ Commands:
   snapshot deactivate EXPORT
   snapshot rollback NAME [--volume VOL] [--force]
                NAME may also be written VOL@NAME. --force: delete deactivates
-               the snapshot's export first; rollback goes ahead although
-               clients are connected to the volume.
+               the snapshot's exports first; rollback goes ahead although
+               clients are connected to the volume or it changes an
+               immutable range (content or attribute).
   range clone SRC DST LEN [--from X] [--to Y]
   range move SRC DST LEN [--from X] [--to Y]
   range merge --base B --dst D --len L [--policy fail|first|last]

@@ -214,7 +214,8 @@ absl::Status PoolImpl::DeactivateVolume(const std::string& name) {
   return SubmitNotes({NoteOp(op)}, true);
 }
 
-absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& snapshot) {
+absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& snapshot,
+                                bool force) {
   absl::MutexLock cat(&catalog_mu_);
   log::Op op;
   op.type = log::OpType::kRollback;
@@ -227,6 +228,12 @@ absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& sn
     if (!sid.ok()) return sid.status();
     op.rollback = {*vid, *sid};
     if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
+    // Immutable ranges change only by writes (refused), clones into them
+    // (refused), attribute notes (serialised with this by catalog_mu_) and
+    // rollbacks (idem), so the check holds until the note is written.
+    if (!force) {
+      if (absl::Status s = state_->CheckRollbackKeepsImmutable(*vid, *sid); !s.ok()) return s;
+    }
   }
   return SubmitNotes({NoteOp(op)}, true);
 }
