@@ -357,6 +357,12 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
   if (!force.ok()) return force.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
+  // A missing snapshot is NOT_FOUND before anything asks the operator to
+  // disconnect clients. RangeAttrs resolves the reference cheaply
+  // (ListSnapshots would compute every snapshot's exclusive space).
+  if (auto snap = ctx.pool->RangeAttrs(SnapRef(*volume, *name)); !snap.ok()) {
+    return snap.status();
+  }
   // One "force" overrides both refusals: clients connected (checked here)
   // and immutable ranges the rollback would change (checked by the engine).
   std::vector<ConnectionInfo> clients = ClientsOf(ctx, *volume);

@@ -567,6 +567,24 @@ def test_ext4_frozen_snapshot_mounted_read_only(env):
     assert d.stop() == 0
 
 
+def test_rollback_of_missing_snapshot_is_not_found(env):
+    d = env.start_ftld(size="256M")
+    d.ctl("snapshot", "create", "s")
+    h = connect(d)  # a client that --force would override
+    for name in ["nope", "ftl0@nope"]:
+        err = ctl_fail(d, "snapshot", "rollback", name)
+        assert "nope" in err and "connected" not in err and "force" not in err, err
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"nope"}\n')[0]
+    assert r["ok"] is False and r["code"] == "NOT_FOUND", r
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"nope","force":true}\n')[0]
+    assert r["code"] == "NOT_FOUND", r
+    # An existing one still meets the clients check.
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"s"}\n')[0]
+    assert r["code"] == "FAILED_PRECONDITION" and "connected" in r["error"], r
+    h.shutdown()
+    assert d.stop() == 0
+
+
 def test_rollback_refuses_to_change_immutable_ranges(env):
     d = env.start_ftld(size="256M")
     a, b, c = pattern("A", MiB), pattern("B", MiB), pattern("C", MiB)
