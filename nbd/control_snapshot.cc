@@ -135,12 +135,18 @@ std::vector<std::string> ExportsOf(const DaemonContext& ctx, const std::string& 
   return listed;
 }
 
+// Every activation of a snapshot: active_volumes lists the volumes
+// activated from it, active_exports their export names (a volume without
+// an export entry shows as itself); active_volume / active_export keep the
+// first of each for clients of the one-activation replies.
 Json SnapshotJson(const DaemonContext& ctx, const SnapshotInfo& s) {
-  Json active = nullptr;
-  if (!s.active_as.empty()) {
-    std::vector<std::string> ex = ExportsOf(ctx, s.active_as);
-    active = ex.empty() ? s.active_as : ex.front();
+  Json exports = Json::array();
+  for (const std::string& v : s.active_volumes) {
+    std::vector<std::string> ex = ExportsOf(ctx, v);
+    if (ex.empty()) ex.push_back(v);
+    for (std::string& e : ex) exports.push_back(std::move(e));
   }
+  Json active = exports.empty() ? Json(nullptr) : exports.front();
   return Json{{"name", s.name},
               {"volume", s.volume},
               {"ref", SnapRef(s.volume, s.name)},
@@ -150,7 +156,9 @@ Json SnapshotJson(const DaemonContext& ctx, const SnapshotInfo& s) {
               {"exclusive_bytes", s.exclusive_bytes},
               {"size_bytes", s.size_bytes},
               {"active_volume", s.active_as.empty() ? Json(nullptr) : Json(s.active_as)},
-              {"active_export", active}};
+              {"active_export", active},
+              {"active_volumes", s.active_volumes},
+              {"active_exports", exports}};
 }
 
 Json AttrsJson(const std::vector<AttrExtent>& attrs) {

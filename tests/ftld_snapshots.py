@@ -567,6 +567,28 @@ def test_ext4_frozen_snapshot_mounted_read_only(env):
     assert d.stop() == 0
 
 
+def test_list_shows_every_active_export(env):
+    d = env.start_ftld(size="256M")
+    d.ctl("snapshot", "create", "s")
+    d.ctl("snapshot", "activate", "s", "--export", "e1")
+    d.ctl("snapshot", "activate", "s", "--export", "e2", "--read-only")
+    s = snapshots(d)["ftl0@s"]
+    # The first activation stays in the old fields; the lists hold all.
+    assert s["active_export"] == "e1" and s["active_volume"] == "e1", s
+    assert s["active_exports"] == ["e1", "e2"], s
+    assert s["active_volumes"] == ["e1", "e2"], s
+    d.ctl("snapshot", "create", "idle")
+    i = snapshots(d)["ftl0@idle"]
+    assert i["active_export"] is None and i["active_exports"] == [], i
+    rows = {l.split()[0]: l for l in ctl_text(d, "snapshot", "list").splitlines()[1:]}
+    assert rows["s"].split()[-1] == "e1,e2", rows
+    assert rows["idle"].split()[-1] == "-", rows
+    d.ctl("snapshot", "deactivate", "e1")
+    s = snapshots(d)["ftl0@s"]
+    assert s["active_export"] == "e2" and s["active_exports"] == ["e2"], s
+    assert d.stop() == 0
+
+
 def test_rollback_of_missing_snapshot_is_not_found(env):
     d = env.start_ftld(size="256M")
     d.ctl("snapshot", "create", "s")

@@ -170,6 +170,23 @@ TEST_F(SnapshotTest, ForcedRollbackChangesImmutableRanges) {
   EXPECT_TRUE(absl::IsNotFound(pool_->Rollback("", "nope", /*force=*/true)));
 }
 
+TEST_F(SnapshotTest, ListShowsEveryActivation) {
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  ASSERT_TRUE(pool_->ActivateSnapshot("", "s", "a1", false).ok());
+  ASSERT_TRUE(pool_->ActivateSnapshot("", "s", "a2", true).ok());
+  auto list = pool_->ListSnapshots("");
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].active_as, "a1");
+  EXPECT_EQ(list[0].active_volumes, (std::vector<std::string>{"a1", "a2"}));
+  ASSERT_TRUE(pool_->DeactivateVolume("a1").ok());
+  list = pool_->ListSnapshots("");
+  EXPECT_EQ(list[0].active_as, "a2");
+  EXPECT_EQ(list[0].active_volumes, (std::vector<std::string>{"a2"}));
+  Reopen(false);
+  list = pool_->ListSnapshots("");
+  EXPECT_EQ(list[0].active_volumes, (std::vector<std::string>{"a2"}));
+}
+
 TEST_F(SnapshotTest, NamesAndErrors) {
   EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "a@b").status()));

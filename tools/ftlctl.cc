@@ -666,15 +666,28 @@ void PrintRows(const std::vector<std::string>& header,
   for (const auto& row : rows) emit(row);
 }
 
+// Every export a snapshot is active as, comma-separated ("-" if none).
+std::string ActiveExports(const Json& s) {
+  auto it = s.find("active_exports");
+  if (it == s.end() || !it->is_array()) return Str(s, "active_export");  // older daemon
+  std::string out;
+  for (const Json& e : *it) {
+    if (!out.empty()) out += ",";
+    out += e.is_string() ? (e.get<std::string>().empty() ? "\"\"" : e.get<std::string>())
+                         : e.dump();
+  }
+  return out.empty() ? "-" : out;
+}
+
 void PrintSnapshots(const Json& list) {
   std::vector<std::vector<std::string>> rows;
   for (const Json& s : list) {
     rows.push_back({Str(s, "name"), Str(s, "volume"), LocalTime(U64(s, "created_unix_ns")),
                     std::to_string(U64(s, "seq")), Str(s, "parent"),
                     ftl::util::FormatSize(U64(s, "exclusive_bytes")),
-                    ftl::util::FormatSize(U64(s, "size_bytes")), Str(s, "active_export")});
+                    ftl::util::FormatSize(U64(s, "size_bytes")), ActiveExports(s)});
   }
-  PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORT"},
+  PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORTS"},
             rows);
 }
 

@@ -90,11 +90,9 @@ SnapshotInfo PoolImpl::SnapshotInfoLocked(const VolumeMeta& s) const {
     info.parent = absl::StrCat(p->origin_name, "@", p->name);
   info.exclusive_bytes = snap::ExclusiveBlocks(s.tree, state_->vbas()) * kBlockSize;
   for (const auto& [id, v] : state_->volumes()) {
-    if (!v->is_snapshot() && v->origin == s.id) {
-      info.active_as = v->name;
-      break;
-    }
+    if (!v->is_snapshot() && v->origin == s.id) info.active_volumes.push_back(v->name);
   }
+  if (!info.active_volumes.empty()) info.active_as = info.active_volumes.front();
   return info;
 }
 
