@@ -85,6 +85,11 @@ class ControlServer {
   const std::string& path() const { return path_; }
 
  private:
+  // Accepts until the acceptor closes. Failures for lack of descriptors or
+  // memory (EMFILE, ENFILE, ENOBUFS, ENOMEM, or anything else unexpected)
+  // leave the connection queued, so retrying at once would spin: it waits
+  // 10 ms, doubling up to 1 s, logs the first failure of an episode and
+  // the recovery, nothing in between.
   asio::awaitable<void> AcceptLoop();
   static asio::awaitable<void> Session(ControlServer* server,
                                        asio::local::stream_protocol::socket socket);

@@ -64,4 +64,62 @@ def test_deeply_nested_id_is_refused_and_daemon_survives(env):
     assert d.stop() == 0
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of the whole line (1-based);
+    # after the ")" that ends the command name they are the 12th and 13th.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_accept_backs_off_when_descriptors_run_out(env):
+    d = env.start_ftld(size="256M")
+    pid = d.proc.pid
+    open_fds = len(os.listdir(f"/proc/{pid}/fd"))
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    limit = open_fds + 8
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, hard))
+    conns = []
+    try:
+        # Connect until the daemon can accept no more and its listen queue
+        # (16) is full too: connect() then fails (EAGAIN) or times out.
+        for _ in range(200):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(0.5)
+            try:
+                s.connect(d.control)
+            except OSError:
+                s.close()
+                break
+            conns.append(s)
+        assert len(conns) >= 8, len(conns)
+        deadline = time.time() + 10
+        while "control accept failed" not in d.log() and time.time() < deadline:
+            time.sleep(0.05)
+        assert "control accept failed" in d.log(), d.log()[-2000:]
+        lines_before = d.log().count("\n")
+        cpu_before = cpu_seconds(pid)
+        time.sleep(2.0)
+        cpu = cpu_seconds(pid) - cpu_before
+        new_lines = d.log().count("\n") - lines_before
+        # A spinning accept loop burns a whole core (about 2 s here) and
+        # logs each failure; backing off costs next to nothing.
+        assert cpu < 0.5, f"daemon used {cpu:.2f} s of CPU in 2 s while out of descriptors"
+        assert new_lines <= 5, f"{new_lines} log lines in 2 s:\n{d.log()[-2000:]}"
+    finally:
+        for s in conns:
+            s.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    # Once descriptors are free again, requests work (the back-off waits
+    # at most 1 s) and the recovery is logged.
+    assert d.ctl("status")["pid"] == pid
+    deadline = time.time() + 10
+    while "control accept works again" not in d.log() and time.time() < deadline:
+        time.sleep(0.05)
+    assert "control accept works again" in d.log(), d.log()[-2000:]
+    total = d.log().count("control accept failed")
+    assert total == 1, f"{total} 'accept failed' lines for one episode"
+    assert d.stop() == 0
+
+
 main(globals())
