@@ -122,4 +122,16 @@ def test_accept_backs_off_when_descriptors_run_out(env):
     assert d.stop() == 0
 
 
+def test_created_backing_file_is_private(env):
+    d = env.start_ftld(size="256M")
+    mode = stat.S_IMODE(os.stat(d.backing).st_mode)
+    assert mode == 0o600, oct(mode)
+    assert d.stop() == 0
+    # An existing file keeps the mode it has.
+    os.chmod(d.backing, 0o640)
+    d = env.start_ftld(backing=d.backing, size=None)
+    assert stat.S_IMODE(os.stat(d.backing).st_mode) == 0o640
+    assert d.stop() == 0
+
+
 main(globals())
