@@ -134,4 +134,29 @@ def test_created_backing_file_is_private(env):
     assert d.stop() == 0
 
 
+def test_non_loopback_bind_warns(env):
+    # Loopback (the default): no warning.
+    d = env.start_ftld(size="256M")
+    assert "authentication" not in d.log(), d.log()
+    assert d.stop() == 0
+    # 0.0.0.0 (port 0): a warning; traffic only to 127.0.0.1.
+    d = env.ftld_process(backing=d.backing, args=["--bind", "0.0.0.0"])
+    d.start(expect_ready=False)
+    deadline = time.time() + 60
+    while "ready:" not in d.log() and time.time() < deadline:
+        assert d.proc.poll() is None, d.log()
+        time.sleep(0.05)
+    log = d.log()
+    m = re.search(r"NBD listening on 0\.0\.0\.0:(\d+)", log)
+    assert m and "ready:" in log, log
+    warn = [l for l in log.splitlines() if "authentication" in l]
+    assert len(warn) == 1 and "warn" in warn[0] and "0.0.0.0" in warn[0], log
+    d.port = int(m.group(1))
+    r = env.run(["nbdinfo", "--size", d.uri()], check=False)
+    if r.returncode == 0:  # nbdinfo is optional here
+        assert int(r.stdout) > 0, r.stdout
+    assert d.ctl("status")["ok"]
+    assert d.stop() == 0
+
+
 main(globals())
