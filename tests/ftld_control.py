@@ -159,4 +159,43 @@ def test_non_loopback_bind_warns(env):
     assert d.stop() == 0
 
 
+def test_ftlctl_status_prints_pid_plainly(env):
+    d = env.start_ftld(size="256M")
+    out = env.run([env.ftlctl, "--control", d.control, "status"]).stdout
+    pid_lines = [l.split() for l in out.splitlines() if l.split()[:1] == ["pid"]]
+    assert pid_lines == [["pid", str(d.proc.pid)]], (pid_lines, out)
+    assert d.stop() == 0
+    # The same against a stand-in daemon, so the pid has five digits
+    # whatever this machine's pids are; counts keep their separators.
+    import json
+    import threading
+    path = env.path("fake.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(30)
+
+    def answer():
+        c, _ = srv.accept()
+        with c:
+            c.settimeout(30)
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = c.recv(4096)
+                if not chunk:
+                    return
+                line += chunk
+            reply = {"ok": True, "pid": 13430, "uptime_s": 1.0,
+                     "clients": [{"id": 12345, "peer": "x", "requests": 1234567}]}
+            c.sendall(json.dumps(reply).encode() + b"\n")
+
+    t = threading.Thread(target=answer)
+    t.start()
+    out = env.run([env.ftlctl, "--control", path, "--timeout", "30", "status"]).stdout
+    t.join(30)
+    srv.close()
+    assert re.search(r"^pid\s+13430$", out, re.M), out
+    assert "12345 " in out and "1,234,567" in out, out
+
+
 main(globals())

@@ -202,6 +202,13 @@ std::string Count(uint64_t n) {
   return out;
 }
 
+// Keys whose numbers name something (a process, a client, a log position)
+// rather than count it: printed without thousands separators.
+bool IsIdentifier(const std::string& key) {
+  return key == "pid" || key == "id" || EndsWith(key, "_id") || key == "seq" ||
+         EndsWith(key, "_seq") || key == "format_version" || key == "port";
+}
+
 // A value with the unit its key implies.
 std::string Pretty(const std::string& key, const Json& v) {
   if (v.is_null()) return "-";
@@ -226,7 +233,9 @@ std::string Pretty(const std::string& key, const Json& v) {
       std::snprintf(buf, sizeof buf, "%.3g", d);
       return buf;
     }
-    if (v.is_number_unsigned()) return Count(v.get<uint64_t>());
+    if (v.is_number_unsigned()) {
+      return IsIdentifier(key) ? std::to_string(v.get<uint64_t>()) : Count(v.get<uint64_t>());
+    }
     return std::to_string(v.get<int64_t>());
   }
   return v.dump();
