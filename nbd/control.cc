@@ -5,7 +5,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -38,6 +40,31 @@ bool SomeoneListens(const std::string& path) {
   return ok;
 }
 
+// Whether arrays and objects nest deeper than `limit` in `line`: counts
+// brackets outside strings (a '"' inside a string is escaped). Not a
+// validator: the parser rejects whatever else is wrong.
+bool NestedDeeperThan(std::string_view line, size_t limit) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // skips the escaped character
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 ControlDispatcher::ControlDispatcher() {
@@ -62,6 +89,11 @@ std::vector<std::string> ControlDispatcher::Commands() const {
 }
 
 std::string ControlDispatcher::Dispatch(std::string_view line) const {
+  if (NestedDeeperThan(line, kMaxControlDepth)) {
+    return ErrorReply(absl::StrCat("request nested deeper than ", kMaxControlDepth,
+                                   " levels of arrays and objects"),
+                      nullptr, "INVALID_ARGUMENT");
+  }
   Json request = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) return ErrorReply("malformed JSON", nullptr, "INVALID_ARGUMENT");
   if (!request.is_object()) {
@@ -183,14 +215,36 @@ void ControlServer::Stop() {
 }
 
 asio::awaitable<void> ControlServer::AcceptLoop() {
+  constexpr auto kFirstDelay = std::chrono::milliseconds(10);
+  constexpr auto kMaxDelay = std::chrono::seconds(1);
+  std::chrono::milliseconds delay{0};
+  uint64_t failures = 0;  // in the current episode
   for (;;) {
     asio::local::stream_protocol::socket socket(asio::make_strand(io_));
     error_code ec;
     co_await acceptor_->async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
+    if (ec == asio::error::connection_aborted || ec == asio::error::interrupted ||
+        ec == asio::error::try_again) {
+      continue;  // that client gave up, or a spurious wake-up: nothing queued
+    }
     if (ec) {
-      log_->warn("control accept failed: {}", ec.message());
+      if (failures++ == 0) {
+        log_->warn("control accept failed: {}; retrying with back-off (logged again when it "
+                   "recovers)",
+                   ec.message());
+      }
+      delay = delay.count() == 0 ? kFirstDelay
+                                 : std::min<std::chrono::milliseconds>(delay * 2, kMaxDelay);
+      asio::steady_timer wait(acceptor_->get_executor(), delay);
+      co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (!acceptor_->is_open()) co_return;
       continue;
+    }
+    if (failures > 0) {
+      log_->info("control accept works again after {} failed attempt(s)", failures);
+      failures = 0;
+      delay = std::chrono::milliseconds(0);
     }
     auto ex = socket.get_executor();
     asio::co_spawn(ex, Session(this, std::move(socket)), asio::detached);

@@ -34,6 +34,11 @@ using Json = nlohmann::json;
 // Longest request line accepted; a longer one gets an error and the
 // connection closes.
 inline constexpr size_t kMaxControlLine = 1 << 20;
+// Deepest nesting of arrays and objects accepted in a request (the request
+// object itself is level 1). Deeper requests get an error reply without
+// being parsed: copying a JSON value (the "id" echo) and printing it
+// recurse once per level, and 70,000 levels overflowed the stack.
+inline constexpr size_t kMaxControlDepth = 64;
 
 // Gets the whole request object (with "cmd"); returns the result fields
 // (a JSON object, merged into the reply) or an error status.
@@ -45,8 +50,9 @@ class ControlDispatcher {
   // REQUIRES: `command` not registered yet.
   void Register(std::string command, std::string summary, ControlHandler handler);
   // One request line (without '\n') to one reply line (without '\n').
-  // Never throws: malformed JSON, a non-object, a missing or unknown "cmd",
-  // a handler error or exception all become {"ok":false,"error":...}.
+  // Never throws: malformed JSON, nesting deeper than kMaxControlDepth, a
+  // non-object, a missing or unknown "cmd", a handler error or exception
+  // all become {"ok":false,"error":...}.
   std::string Dispatch(std::string_view line) const;
   std::vector<std::string> Commands() const;
 
@@ -79,6 +85,11 @@ class ControlServer {
   const std::string& path() const { return path_; }
 
  private:
+  // Accepts until the acceptor closes. Failures for lack of descriptors or
+  // memory (EMFILE, ENFILE, ENOBUFS, ENOMEM, or anything else unexpected)
+  // leave the connection queued, so retrying at once would spin: it waits
+  // 10 ms, doubling up to 1 s, logs the first failure of an episode and
+  // the recovery, nothing in between.
   asio::awaitable<void> AcceptLoop();
   static asio::awaitable<void> Session(ControlServer* server,
                                        asio::local::stream_protocol::socket socket);

@@ -135,12 +135,18 @@ std::vector<std::string> ExportsOf(const DaemonContext& ctx, const std::string& 
   return listed;
 }
 
+// Every activation of a snapshot: active_volumes lists the volumes
+// activated from it, active_exports their export names (a volume without
+// an export entry shows as itself); active_volume / active_export keep the
+// first of each for clients of the one-activation replies.
 Json SnapshotJson(const DaemonContext& ctx, const SnapshotInfo& s) {
-  Json active = nullptr;
-  if (!s.active_as.empty()) {
-    std::vector<std::string> ex = ExportsOf(ctx, s.active_as);
-    active = ex.empty() ? s.active_as : ex.front();
+  Json exports = Json::array();
+  for (const std::string& v : s.active_volumes) {
+    std::vector<std::string> ex = ExportsOf(ctx, v);
+    if (ex.empty()) ex.push_back(v);
+    for (std::string& e : ex) exports.push_back(std::move(e));
   }
+  Json active = exports.empty() ? Json(nullptr) : exports.front();
   return Json{{"name", s.name},
               {"volume", s.volume},
               {"ref", SnapRef(s.volume, s.name)},
@@ -150,7 +156,9 @@ Json SnapshotJson(const DaemonContext& ctx, const SnapshotInfo& s) {
               {"exclusive_bytes", s.exclusive_bytes},
               {"size_bytes", s.size_bytes},
               {"active_volume", s.active_as.empty() ? Json(nullptr) : Json(s.active_as)},
-              {"active_export", active}};
+              {"active_export", active},
+              {"active_volumes", s.active_volumes},
+              {"active_exports", exports}};
 }
 
 Json AttrsJson(const std::vector<AttrExtent>& attrs) {
@@ -357,6 +365,14 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
   if (!force.ok()) return force.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
+  // A missing snapshot is NOT_FOUND before anything asks the operator to
+  // disconnect clients. RangeAttrs resolves the reference cheaply
+  // (ListSnapshots would compute every snapshot's exclusive space).
+  if (auto snap = ctx.pool->RangeAttrs(SnapRef(*volume, *name)); !snap.ok()) {
+    return snap.status();
+  }
+  // One "force" overrides both refusals: clients connected (checked here)
+  // and immutable ranges the rollback would change (checked by the engine).
   std::vector<ConnectionInfo> clients = ClientsOf(ctx, *volume);
   if (!clients.empty() && !*force) {
     std::vector<std::string> who;
@@ -367,7 +383,7 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
         clients.size(), " client(s) connected to volume ", *volume, " (",
         absl::StrJoin(who, ", "), "): disconnect them first or roll back with force"));
   }
-  if (absl::Status s = ctx.pool->Rollback(*volume, *name); !s.ok()) return s;
+  if (absl::Status s = ctx.pool->Rollback(*volume, *name, *force); !s.ok()) return s;
   return Json{{"volume", *volume},
               {"snapshot", SnapRef(*volume, *name)},
               {"clients_connected", clients.size()}};

@@ -77,6 +77,22 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
   return absl::OkStatus();
 }
 
+// NBD has no authentication, and without TLS (which ftld does not offer)
+// no encryption either: whoever reaches a TCP listener can read and
+// overwrite every export. Warns unless `bind` is a loopback address (an
+// unparsable one never gets here: Server::Listen refuses it).
+void WarnIfReachable(const std::string& bind, uint16_t port) {
+  boost::system::error_code ec;
+  asio::ip::address addr = asio::ip::make_address(bind, ec);
+  if (ec || addr.is_loopback()) return;
+  util::Logger("nbd")->warn(
+      "NBD listens on {}:{}, not a loopback address: NBD has no authentication and, "
+      "without TLS (ftld has none), no encryption; anyone who can reach this port can "
+      "read and overwrite every export. Use --bind 127.0.0.1 or --unix unless the network "
+      "is trusted",
+      bind, port);
+}
+
 // Waits for SIGINT/SIGTERM on a dedicated thread: the first sets `stop`,
 // the second exits the process at once.
 class SignalWatcher {
@@ -167,6 +183,7 @@ int RunDaemon(const std::vector<std::string>& args) {
     (void)pool.Close();
     return Fail(s);
   }
+  if (!so.bind.empty()) WarnIfReachable(so.bind, server->tcp_port());
 
   // Step: control socket.
   DaemonContext ctx;

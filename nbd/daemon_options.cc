@@ -135,7 +135,8 @@ over NBD. Runs in the foreground and logs to stderr.
   -s, --size SIZE      create a missing BACKING file of SIZE (K/M/G/T) and format it
       --format         format an unformatted BACKING (destroys foreign data)
       --force          with --format: also overwrite an existing ftld pool
-  -b, --bind ADDR      TCP address to listen on (default 127.0.0.1)
+  -b, --bind ADDR      TCP address to listen on (default 127.0.0.1; any other
+                       than loopback logs a warning: NBD has no authentication)
   -p, --port N         TCP port (default 10809; 0 picks a free one)
   -k, --unix PATH      listen on a Unix socket (TCP too only if --bind/--port given)
   -x, --export NAME    export the primary volume as NAME (default: its volume

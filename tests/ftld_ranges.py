@@ -485,4 +485,29 @@ def test_atomic_commit_kill9_loop(env):
     assert d.stop() == 0
 
 
+def test_immutable_and_non_persistent_are_exclusive(env):
+    d = env.start_ftld(size="256M")
+    d.ctl("range", "attr", "0", "1M", "immutable")
+    d.ctl("range", "attr", "4M", "1M", "non-persistent")
+    for args in (["512K", "1M", "non-persistent"], ["4M", "4K", "immutable"],
+                 ["0", "8M", "immutable"]):
+        r = d.ctl("range", "attr", *args, check=False)
+        assert r["ok"] is False and r["code"] == "FAILED_PRECONDITION", (args, r)
+        assert "immutable" in r["error"] and "non-persistent" in r["error"], r
+        rc, _, err = ctl_rc(d, "range", "attr", *args)
+        assert rc == 1 and err.startswith("ftlctl: "), (rc, err)
+    # Nothing changed; next to each other they are fine, and clearing one
+    # makes room for the other.
+    before = [{"offset": 0, "length": MiB, "immutable": True, "non_persistent": False},
+              {"offset": 4 * MiB, "length": MiB, "immutable": False, "non_persistent": True}]
+    assert d.ctl("range", "attrs")["attrs"] == before
+    d.ctl("range", "attr", "1M", "1M", "non-persistent")
+    d.ctl("range", "attr", "0", "1M", "mutable")
+    d.ctl("range", "attr", "0", "1M", "non-persistent")
+    assert d.ctl("range", "attrs")["attrs"] == [
+        {"offset": 0, "length": 2 * MiB, "immutable": False, "non_persistent": True},
+        {"offset": 4 * MiB, "length": MiB, "immutable": False, "non_persistent": True}]
+    assert d.stop() == 0
+
+
 main(globals())

@@ -567,4 +567,79 @@ def test_ext4_frozen_snapshot_mounted_read_only(env):
     assert d.stop() == 0
 
 
+def test_list_shows_every_active_export(env):
+    d = env.start_ftld(size="256M")
+    d.ctl("snapshot", "create", "s")
+    d.ctl("snapshot", "activate", "s", "--export", "e1")
+    d.ctl("snapshot", "activate", "s", "--export", "e2", "--read-only")
+    s = snapshots(d)["ftl0@s"]
+    # The first activation stays in the old fields; the lists hold all.
+    assert s["active_export"] == "e1" and s["active_volume"] == "e1", s
+    assert s["active_exports"] == ["e1", "e2"], s
+    assert s["active_volumes"] == ["e1", "e2"], s
+    d.ctl("snapshot", "create", "idle")
+    i = snapshots(d)["ftl0@idle"]
+    assert i["active_export"] is None and i["active_exports"] == [], i
+    rows = {l.split()[0]: l for l in ctl_text(d, "snapshot", "list").splitlines()[1:]}
+    assert rows["s"].split()[-1] == "e1,e2", rows
+    assert rows["idle"].split()[-1] == "-", rows
+    d.ctl("snapshot", "deactivate", "e1")
+    s = snapshots(d)["ftl0@s"]
+    assert s["active_export"] == "e2" and s["active_exports"] == ["e2"], s
+    assert d.stop() == 0
+
+
+def test_rollback_of_missing_snapshot_is_not_found(env):
+    d = env.start_ftld(size="256M")
+    d.ctl("snapshot", "create", "s")
+    h = connect(d)  # a client that --force would override
+    for name in ["nope", "ftl0@nope"]:
+        err = ctl_fail(d, "snapshot", "rollback", name)
+        assert "nope" in err and "connected" not in err and "force" not in err, err
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"nope"}\n')[0]
+    assert r["ok"] is False and r["code"] == "NOT_FOUND", r
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"nope","force":true}\n')[0]
+    assert r["code"] == "NOT_FOUND", r
+    # An existing one still meets the clients check.
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"s"}\n')[0]
+    assert r["code"] == "FAILED_PRECONDITION" and "connected" in r["error"], r
+    h.shutdown()
+    assert d.stop() == 0
+
+
+def test_rollback_refuses_to_change_immutable_ranges(env):
+    d = env.start_ftld(size="256M")
+    a, b, c = pattern("A", MiB), pattern("B", MiB), pattern("C", MiB)
+    write(d, a, 0)
+    d.ctl("range", "attr", "0", "1M", "immutable")
+    write(d, a, 8 * MiB)
+    d.ctl("snapshot", "create", "s1")
+    # An immutable range the rollback leaves as it is does not need force.
+    write(d, b, 4 * MiB)
+    d.ctl("snapshot", "rollback", "s1")
+    assert read(d, MiB, 4 * MiB) == bytes(MiB)
+    assert d.ctl("range", "attrs")["attrs"] == [
+        {"offset": 0, "length": MiB, "immutable": True, "non_persistent": False}]
+    # 8M..9M changed after the snapshot and became immutable: refused.
+    write(d, c, 8 * MiB)
+    d.ctl("range", "attr", "8M", "1M", "immutable")
+    r = d.control_raw(b'{"cmd":"snapshot","action":"rollback","name":"s1"}\n')[0]
+    assert r["ok"] is False and r["code"] == "FAILED_PRECONDITION", r
+    assert "immutable" in r["error"] and "force" in r["error"], r
+    err = ctl_fail(d, "snapshot", "rollback", "s1")
+    assert "immutable" in err, err
+    assert read(d, MiB, 8 * MiB) == c
+    assert len(d.ctl("range", "attrs")["attrs"]) == 2
+    # --force overrides it (and, with a client connected, that check too):
+    # the volume gets the snapshot's content and attributes.
+    h = connect(d)
+    r = d.ctl("snapshot", "rollback", "s1", "--force")
+    assert r["clients_connected"] == 1, r
+    h.shutdown()
+    assert read(d, MiB, 8 * MiB) == a
+    assert d.ctl("range", "attrs")["attrs"] == [
+        {"offset": 0, "length": MiB, "immutable": True, "non_persistent": False}]
+    assert d.stop() == 0
+
+
 main(globals())

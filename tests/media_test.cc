@@ -107,6 +107,19 @@ TEST(FileMediaTest, CreatesSparseFileOfRequestedSize) {
   EXPECT_TRUE(AllZero(buf));
 }
 
+TEST(FileMediaTest, CreatedFileIsPrivateExistingFileKeepsItsMode) {
+  TempDir dir;
+  std::string path = dir.File("store.img");
+  ASSERT_TRUE(OpenFileMedia(path, 1 * kMiB).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  ASSERT_TRUE(OpenFileMedia(path, 1 * kMiB).ok());
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
+
 TEST(FileMediaTest, MissingFileWithoutCreateSizeIsNotFound) {
   TempDir dir;
   std::string path = dir.File("absent.img");

@@ -100,6 +100,93 @@ TEST_F(SnapshotTest, RollbackRestoresSnapshot) {
   EXPECT_TRUE(Has(pool_->PrimaryVolume(), 1, 4096, (256 << 10) - 4096));
 }
 
+TEST_F(SnapshotTest, RollbackRefusesToChangeImmutableRanges) {
+  Volume* v = pool_->PrimaryVolume();
+  auto immutable = [&](uint64_t off, uint64_t len) {
+    auto attrs = pool_->RangeAttrs("");
+    if (!attrs.ok()) return false;
+    for (const AttrExtent& a : *attrs) {
+      if (a.immutable && a.offset <= off && off + len <= a.offset + a.length) return true;
+    }
+    return false;
+  };
+  Put(v, 1, 0, 64 << 10);
+  ASSERT_TRUE(pool_->SetRangeAttr("", 0, 16 << 10, RangeAttr::kImmutable).ok());
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  // An immutable range the rollback leaves as it is: no refusal, and the
+  // attribute stays.
+  Put(v, 2, 32 << 10, 16 << 10);
+  ASSERT_TRUE(pool_->Rollback("", "s").ok());
+  EXPECT_TRUE(Has(v, 1, 0, 64 << 10));
+  EXPECT_TRUE(immutable(0, 16 << 10));
+
+  // Content changed after the snapshot, then made immutable: refused, and
+  // nothing changes.
+  Put(v, 3, 32 << 10, 16 << 10);
+  ASSERT_TRUE(pool_->SetRangeAttr("", 32 << 10, 8 << 10, RangeAttr::kImmutable).ok());
+  absl::Status st = pool_->Rollback("", "s");
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("immutable"), std::string::npos) << st;
+  EXPECT_TRUE(Has(v, 3, 32 << 10, 16 << 10));
+  EXPECT_TRUE(immutable(32 << 10, 8 << 10));
+  // Mutable again, the rollback goes ahead.
+  ASSERT_TRUE(pool_->SetRangeAttr("", 32 << 10, 8 << 10, RangeAttr::kMutable).ok());
+  ASSERT_TRUE(pool_->Rollback("", "s").ok());
+  EXPECT_TRUE(Has(v, 1, 0, 64 << 10));
+
+  // Same content, but the attribute is newer than the snapshot: the
+  // rollback would drop it, so it is refused too.
+  ASSERT_TRUE(pool_->SetRangeAttr("", 16 << 10, 4 << 10, RangeAttr::kImmutable).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool_->Rollback("", "s")));
+  EXPECT_TRUE(immutable(16 << 10, 4 << 10));
+
+  // A range immutable in the snapshot but not now becomes immutable again.
+  ASSERT_TRUE(pool_->SetRangeAttr("", 0, 64 << 10, RangeAttr::kMutable).ok());
+  Put(v, 4, 0, 4096);
+  ASSERT_TRUE(pool_->Rollback("", "s").ok());
+  EXPECT_TRUE(Has(v, 1, 0, 64 << 10));
+  EXPECT_TRUE(immutable(0, 16 << 10));
+  EXPECT_FALSE(immutable(16 << 10, 4 << 10));
+}
+
+TEST_F(SnapshotTest, ForcedRollbackChangesImmutableRanges) {
+  Volume* v = pool_->PrimaryVolume();
+  Put(v, 1, 0, 64 << 10);
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  Put(v, 2, 0, 64 << 10);
+  ASSERT_TRUE(pool_->SetRangeAttr("", 0, 32 << 10, RangeAttr::kImmutable).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool_->Rollback("", "s")));
+  EXPECT_TRUE(Has(v, 2, 0, 64 << 10));
+  // Forced: the snapshot's content and attributes (none) replace the
+  // volume's, durably.
+  ASSERT_TRUE(pool_->Rollback("", "s", /*force=*/true).ok());
+  EXPECT_TRUE(Has(v, 1, 0, 64 << 10));
+  EXPECT_TRUE(pool_->RangeAttrs("")->empty());
+  Reopen(false);
+  v = pool_->PrimaryVolume();
+  EXPECT_TRUE(Has(v, 1, 0, 64 << 10));
+  EXPECT_TRUE(pool_->RangeAttrs("")->empty());
+  // Errors other than the immutable ranges still win over force.
+  EXPECT_TRUE(absl::IsNotFound(pool_->Rollback("", "nope", /*force=*/true)));
+}
+
+TEST_F(SnapshotTest, ListShowsEveryActivation) {
+  ASSERT_TRUE(pool_->CreateSnapshot("", "s").ok());
+  ASSERT_TRUE(pool_->ActivateSnapshot("", "s", "a1", false).ok());
+  ASSERT_TRUE(pool_->ActivateSnapshot("", "s", "a2", true).ok());
+  auto list = pool_->ListSnapshots("");
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].active_as, "a1");
+  EXPECT_EQ(list[0].active_volumes, (std::vector<std::string>{"a1", "a2"}));
+  ASSERT_TRUE(pool_->DeactivateVolume("a1").ok());
+  list = pool_->ListSnapshots("");
+  EXPECT_EQ(list[0].active_as, "a2");
+  EXPECT_EQ(list[0].active_volumes, (std::vector<std::string>{"a2"}));
+  Reopen(false);
+  list = pool_->ListSnapshots("");
+  EXPECT_EQ(list[0].active_volumes, (std::vector<std::string>{"a2"}));
+}
+
 TEST_F(SnapshotTest, NamesAndErrors) {
   EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(pool_->CreateSnapshot("", "a@b").status()));

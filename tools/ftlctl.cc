@@ -57,8 +57,9 @@ Commands:
   snapshot deactivate EXPORT
   snapshot rollback NAME [--volume VOL] [--force]
                NAME may also be written VOL@NAME. --force: delete deactivates
-               the snapshot's export first; rollback goes ahead although
-               clients are connected to the volume.
+               the snapshot's exports first; rollback goes ahead although
+               clients are connected to the volume or it changes an
+               immutable range (content or attribute).
   range clone SRC DST LEN [--from X] [--to Y]
   range move SRC DST LEN [--from X] [--to Y]
   range merge --base B --dst D --len L [--policy fail|first|last]
@@ -201,6 +202,13 @@ std::string Count(uint64_t n) {
   return out;
 }
 
+// Keys whose numbers name something (a process, a client, a log position)
+// rather than count it: printed without thousands separators.
+bool IsIdentifier(const std::string& key) {
+  return key == "pid" || key == "id" || EndsWith(key, "_id") || key == "seq" ||
+         EndsWith(key, "_seq") || key == "format_version" || key == "port";
+}
+
 // A value with the unit its key implies.
 std::string Pretty(const std::string& key, const Json& v) {
   if (v.is_null()) return "-";
@@ -225,7 +233,9 @@ std::string Pretty(const std::string& key, const Json& v) {
       std::snprintf(buf, sizeof buf, "%.3g", d);
       return buf;
     }
-    if (v.is_number_unsigned()) return Count(v.get<uint64_t>());
+    if (v.is_number_unsigned()) {
+      return IsIdentifier(key) ? std::to_string(v.get<uint64_t>()) : Count(v.get<uint64_t>());
+    }
     return std::to_string(v.get<int64_t>());
   }
   return v.dump();
@@ -665,15 +675,28 @@ void PrintRows(const std::vector<std::string>& header,
   for (const auto& row : rows) emit(row);
 }
 
+// Every export a snapshot is active as, comma-separated ("-" if none).
+std::string ActiveExports(const Json& s) {
+  auto it = s.find("active_exports");
+  if (it == s.end() || !it->is_array()) return Str(s, "active_export");  // older daemon
+  std::string out;
+  for (const Json& e : *it) {
+    if (!out.empty()) out += ",";
+    out += e.is_string() ? (e.get<std::string>().empty() ? "\"\"" : e.get<std::string>())
+                         : e.dump();
+  }
+  return out.empty() ? "-" : out;
+}
+
 void PrintSnapshots(const Json& list) {
   std::vector<std::vector<std::string>> rows;
   for (const Json& s : list) {
     rows.push_back({Str(s, "name"), Str(s, "volume"), LocalTime(U64(s, "created_unix_ns")),
                     std::to_string(U64(s, "seq")), Str(s, "parent"),
                     ftl::util::FormatSize(U64(s, "exclusive_bytes")),
-                    ftl::util::FormatSize(U64(s, "size_bytes")), Str(s, "active_export")});
+                    ftl::util::FormatSize(U64(s, "size_bytes")), ActiveExports(s)});
   }
-  PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORT"},
+  PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORTS"},
             rows);
 }
 

@@ -17,6 +17,9 @@ tools/install-packages.sh
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" --target ftld ftlctl ftl-tool
 
+# The pool holds every volume's data: keep its directory and file private
+# (ftld also creates a missing backing file with mode 0600).
+umask 077
 mkdir -p "$(dirname "$backing")"
 cat <<MSG
 

@@ -59,7 +59,8 @@ class Media {
 };
 
 // A regular file. If it does not exist and create_size > 0 it is created
-// sparse with that size; an existing file keeps its size.
+// sparse with that size and mode 0600; an existing file keeps its size and
+// mode.
 absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
                                                      uint64_t create_size = 0);
 // A raw block device opened with O_DIRECT; size from BLKGETSIZE64, discard by

@@ -252,8 +252,12 @@ class Pool {
   // Its Volume object stays valid but fails every request with Unavailable.
   // The primary volume cannot be removed.
   virtual absl::Status DeactivateVolume(const std::string& name) = 0;
-  // The volume reads as the snapshot again (its later writes are dropped).
-  virtual absl::Status Rollback(const std::string& volume, const std::string& snapshot) = 0;
+  // The volume reads as the snapshot again (its later writes are dropped)
+  // and takes the snapshot's range attributes. FailedPrecondition if that
+  // would change an immutable range of the volume (its content, or drop its
+  // attribute), unless `force`.
+  virtual absl::Status Rollback(const std::string& volume, const std::string& snapshot,
+                                bool force = false) = 0;
   // The snapshot a volume was activated from ("VOL@SNAP"), "" if none.
   virtual std::string VolumeOrigin(const std::string& volume) = 0;
 

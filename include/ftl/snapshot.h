@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ftl {
 
@@ -21,7 +22,8 @@ struct SnapshotInfo {
   std::string parent;         // lineage: "VOL@SNAP" it descends from, "" if none
   uint64_t exclusive_bytes = 0;  // bytes a delete would free
   uint64_t size_bytes = 0;
-  std::string active_as;      // volume/export activated from it, "" if none
+  std::string active_as;      // first volume activated from it, "" if none
+  std::vector<std::string> active_volumes;  // every volume activated from it
 };
 
 // Validates a volume, export or snapshot name (rules above); the error says

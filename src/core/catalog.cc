@@ -91,11 +91,9 @@ SnapshotInfo PoolImpl::SnapshotInfoLocked(const VolumeMeta& s) const {
     info.parent = absl::StrCat(p->origin_name, "@", p->name);
   info.exclusive_bytes = snap::ExclusiveBlocks(s.tree, state_->vbas()) * kBlockSize;
   for (const auto& [id, v] : state_->volumes()) {
-    if (!v->is_snapshot() && v->origin == s.id) {
-      info.active_as = v->name;
-      break;
-    }
+    if (!v->is_snapshot() && v->origin == s.id) info.active_volumes.push_back(v->name);
   }
+  if (!info.active_volumes.empty()) info.active_as = info.active_volumes.front();
   return info;
 }
 
@@ -215,7 +213,8 @@ absl::Status PoolImpl::DeactivateVolume(const std::string& name) {
   return SubmitNotes({NoteOp(op)}, true, /*frees=*/true);
 }
 
-absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& snapshot) {
+absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& snapshot,
+                                bool force) {
   absl::MutexLock cat(&catalog_mu_);
   log::Op op;
   op.type = log::OpType::kRollback;
@@ -228,6 +227,12 @@ absl::Status PoolImpl::Rollback(const std::string& volume, const std::string& sn
     if (!sid.ok()) return sid.status();
     op.rollback = {*vid, *sid};
     if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
+    // Immutable ranges change only by writes (refused), clones into them
+    // (refused), attribute notes (serialised with this by catalog_mu_) and
+    // rollbacks (idem), so the check holds until the note is written.
+    if (!force) {
+      if (absl::Status s = state_->CheckRollbackKeepsImmutable(*vid, *sid); !s.ok()) return s;
+    }
   }
   return SubmitNotes({NoteOp(op)}, true, /*frees=*/true);
 }

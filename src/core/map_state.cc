@@ -456,11 +456,71 @@ absl::Status MapState::ValidateNote(const log::Op& op, const std::vector<uint32_
       if (!v || v->is_snapshot()) return absl::NotFoundError("no such volume");
       if (!range_ok(v, op.attr.lba, op.attr.count))
         return absl::OutOfRangeError(absl::StrCat("range is past the end of ", v->name));
+      // Immutable and non-persistent exclude each other: a crash would
+      // drop the "immutable" data of a scratch range. Clearing either is
+      // always allowed (pools from before this rule may hold both).
+      const uint8_t imm = log::kAttrImmutable, np = log::kAttrNonPersistent;
+      for (auto [bit, other] : {std::pair{imm, np}, std::pair{np, imm}}) {
+        if (!(op.attr.set & bit) || (op.attr.clear & other) ||
+            !v->attrs.Any(op.attr.lba, op.attr.count, other))
+          continue;
+        bool to_immutable = bit == imm;
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "range [%d, +%d) of %s is %s (in part): a range cannot be both immutable and "
+            "non-persistent; make it %s first",
+            uint64_t(op.attr.lba) * log::kBlock, uint64_t(op.attr.count) * log::kBlock, v->name,
+            to_immutable ? "non-persistent" : "immutable",
+            to_immutable ? "persistent" : "mutable"));
+      }
       return absl::OkStatus();
     }
     default:
       return absl::InvalidArgumentError("not a note op");
   }
+}
+
+absl::Status MapState::CheckRollbackKeepsImmutable(uint32_t vol, uint32_t snap) const {
+  const VolumeMeta* v = volume(vol);
+  const VolumeMeta* s = volume(snap);
+  assert(v && s);
+  // The mapping of [lba, lba+n) with adjacent extents joined, so that two
+  // trees mapping the same VBAs compare equal however their leaves split.
+  auto mapping = [](const map::ExtentTree& t, Bno lba, Bno n) {
+    std::vector<map::Extent> pieces, out;
+    t.Lookup(lba, n, &pieces);
+    for (const map::Extent& e : pieces) {
+      if (!out.empty() && out.back().end() == e.lba && out.back().vba + out.back().len == e.vba) {
+        out.back().len += e.len;
+      } else {
+        out.push_back(e);
+      }
+    }
+    return out;
+  };
+  const std::vector<clone::AttrRange> snap_immutable = s->attrs.With(log::kAttrImmutable);
+  for (const clone::AttrRange& r : v->attrs.With(log::kAttrImmutable)) {
+    const char* change = nullptr;
+    uint64_t covered = 0;  // blocks of r immutable in the snapshot too
+    for (const clone::AttrRange& o : snap_immutable) {
+      uint64_t a = std::max<uint64_t>(r.lba, o.lba);
+      uint64_t b = std::min<uint64_t>(uint64_t(r.lba) + r.count, uint64_t(o.lba) + o.count);
+      if (a < b) covered += b - a;
+    }
+    if (uint64_t(r.lba) + r.count > s->size_blocks ||
+        mapping(v->tree, r.lba, r.count) != mapping(s->tree, r.lba, r.count)) {
+      change = "change the content of";
+    } else if (covered < r.count) {
+      change = "drop the attribute of";
+    }
+    if (change != nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "rolling %s back to %s@%s would %s its immutable range [%d, +%d) bytes: make the range "
+          "mutable first or roll back with force",
+          v->name, s->origin_name, s->name, change, uint64_t(r.lba) * log::kBlock,
+          uint64_t(r.count) * log::kBlock));
+    }
+  }
+  return absl::OkStatus();
 }
 
 uint64_t MapState::DropNonPersistent() {

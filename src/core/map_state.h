@@ -90,6 +90,12 @@ class MapState {
   // Reads only the catalogue part of the state (trees, names, kinds, flags,
   // sizes, attributes), never a tree's mapping.
   absl::Status ValidateNote(const log::Op& op, const std::vector<uint32_t>& dropped = {}) const;
+  // FailedPrecondition if rolling volume `vol` back to snapshot `snap` would
+  // change one of the volume's immutable ranges: map a block of it to
+  // another VBA (other data, by VBA identity as in merge) or drop its
+  // immutable attribute (the snapshot's attributes replace the volume's).
+  // Reads the trees' mappings. REQUIRES: both trees exist.
+  absl::Status CheckRollbackKeepsImmutable(uint32_t vol, uint32_t snap) const;
   // Unmaps every non-persistent range of every volume (crash recovery).
   // Returns the blocks unmapped.
   uint64_t DropNonPersistent();

@@ -187,7 +187,8 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   absl::StatusOr<Volume*> ActivateSnapshot(const std::string& volume, const std::string& snapshot,
                                            const std::string& new_volume, bool read_only) override;
   absl::Status DeactivateVolume(const std::string& name) override;
-  absl::Status Rollback(const std::string& volume, const std::string& snapshot) override;
+  absl::Status Rollback(const std::string& volume, const std::string& snapshot,
+                        bool force) override;
   std::string VolumeOrigin(const std::string& volume) override;
   absl::Status ApplyRangeOps(const std::vector<RangeOp>& ops) override;
   void ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,

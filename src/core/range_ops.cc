@@ -206,6 +206,9 @@ absl::Status PoolImpl::SetRangeAttr(const std::string& volume, uint64_t offset, 
   if (absl::Status s = CheckAligned("offset", offset); !s.ok()) return s;
   if (absl::Status s = CheckAligned("length", length); !s.ok()) return s;
   if (length == 0) return absl::InvalidArgumentError("length is zero");
+  // Serialised with rollbacks, whose immutable-range check must not see an
+  // attribute change slip in before their note (catalog.cc).
+  absl::MutexLock cat(&catalog_mu_);
   log::Op op;
   op.type = log::OpType::kAttr;
   op.attr.lba = Bno(offset / kBlockSize);

@@ -137,7 +137,9 @@ absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   bool created = false;
   if (fd < 0 && errno == ENOENT && create_size > 0) {
-    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+    // Private: the file holds every volume's data, and NBD has no access
+    // control of its own.
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0600);
     if (fd >= 0) {
       created = true;
     } else if (errno == EEXIST) {  // lost a race with another creator
