@@ -81,6 +81,13 @@ struct OpenOptions {
   // unreliable, backing files that should stay allocated); the format's
   // uuid still keeps an old pool's records from being taken for ours.
   bool discard = true;
+  // Recovery only: a log record that a later durable record proves was
+  // acknowledged but that is damaged or missing does not stop the open.
+  // The blocks its damaged header names answer EIO (DataLoss) until they
+  // are written again; each loss is logged by volume and LBA and reported
+  // by Check(). Without it such an open fails with DataLoss (README,
+  // "What the engine guarantees"). ftld --accept-loss, ftl-tool --accept-loss.
+  bool accept_loss = false;
 };
 
 // Result of Pool::Check: every inconsistency found, one line each.
@@ -94,6 +101,9 @@ struct CheckReport {
   uint64_t live_blocks = 0;
   uint64_t blocks_verified = 0;  // data blocks read and checksummed
   uint64_t records = 0;          // record headers verified
+  // Redundancy that is gone although nothing was lost: a damaged
+  // superblock copy or checkpoint slot, a map rebuilt from the log alone.
+  std::vector<std::string> degraded;
 };
 
 // Result of BlockStatus: consecutive extents covering the asked range.

@@ -2,6 +2,7 @@
 // optionally, that every live block still matches its checksum). Used by
 // ftl-tool and the crash tests.
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 
@@ -18,6 +19,24 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
   auto problem = [&](std::string s) {
     if (rep.problems.size() < 100) rep.problems.push_back(std::move(s));
   };
+  for (const std::string& loss : losses_) problem("lost in recovery: " + loss);
+  rep.degraded = degraded_;
+  if (read_only_) {
+    // Offline (nothing writes the slots now): both checkpoint slots must
+    // still hold what the superblock says, or one failure away from a
+    // rebuild from the log alone.
+    for (int slot = 0; slot < 2; ++slot) {
+      const log::SlotInfo& si = sb_.slots[slot];
+      if (si.bytes == 0 || si.bytes > uint64_t(sb_.ckpt_slot_blocks) * kBlockSize) continue;
+      AlignedBuffer buf((si.bytes + kBlockSize - 1) / kBlockSize * kBlockSize);
+      uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
+      if (!media_->Read(off, buf.span()).ok() || util::Xxh3(buf.span().subspan(0, si.bytes)) != si.xxh3) {
+        std::string d = absl::StrFormat("checkpoint slot %d is damaged (checksum mismatch or unreadable)", slot);
+        if (std::find(rep.degraded.begin(), rep.degraded.end(), d) == rep.degraded.end())
+          rep.degraded.push_back(d);
+      }
+    }
+  }
   absl::ReaderMutexLock l(&map_mu_);
   const MapState& st = *state_;
   const auto& vbas = st.vbas();

@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media
   std::unique_ptr<PoolImpl> p(new PoolImpl(std::move(media)));
   PoolImpl* pool = p.get();
   pool->read_only_ = o.read_only;
+  pool->accept_loss_ = o.accept_loss;
   absl::Status st = RunSteps(
       "open",
       {
@@ -211,6 +212,8 @@ absl::Status PoolImpl::ReadSuperblock() {
     return absl::DataLossError("both superblock copies are corrupt");
   }
   if (!copies[1 - best].ok()) {
+    degraded_.push_back(absl::StrFormat("superblock copy %d is unusable (%s)", 1 - best,
+                                        copies[1 - best].status().message()));
     util::Logger("core")->warn("superblock copy {} unusable ({}); using copy {}", 1 - best,
                                std::string(copies[1 - best].status().message()), best);
   }
@@ -287,17 +290,20 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
     uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
     if (absl::Status s = media_->Read(off, buf.span()); !s.ok()) {
       log->warn("checkpoint slot {} unreadable: {}", slot, s.ToString());
+      degraded_.push_back(absl::StrFormat("checkpoint slot %d is damaged (checksum mismatch or unreadable)", slot));
       continue;
     }
     auto bytes = buf.span().subspan(0, si.bytes);
     if (util::Xxh3(bytes) != si.xxh3) {
       log->warn("checkpoint slot {} is corrupt (checksum mismatch); trying the other", slot);
+      degraded_.push_back(absl::StrFormat("checkpoint slot %d is damaged (checksum mismatch or unreadable)", slot));
       continue;
     }
     auto state = std::make_unique<MapState>(sb_.segment_count, sb_.segment_blocks);
     auto loaded = DecodeCheckpoint(bytes, sb_.uuid, state.get());
     if (!loaded.ok()) {
       log->warn("checkpoint slot {} unusable: {}", slot, std::string(loaded.status().message()));
+      degraded_.push_back(absl::StrFormat("checkpoint slot %d is unusable (%s)", slot, loaded.status().message()));
       continue;
     }
     state_ = std::move(state);
@@ -316,6 +322,7 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
     }
     last_written_seq_ = next_seq_ - 1;
     durable_seq_ = next_seq_ - 1;
+    proven_seq_ = next_seq_ - 1;  // the checkpoints below (or a clean one) cover it
     if (!read_only_ && (!sb_.clean || slot != sb_.newest_slot)) {
       // Both slots get the recovered state, so neither can later replay
       // records past the point where this recovery stopped.
@@ -326,10 +333,14 @@ absl::Status PoolImpl::LoadCheckpointOrRebuild() {
     return absl::OkStatus();
   }
   log->warn("no usable checkpoint; rebuilding the map from the log alone");
+  degraded_.push_back(
+      "no usable checkpoint: the map was rebuilt from the log alone (trims, clones and "
+      "snapshots older than the log may be lost)");
   if (absl::Status s = RebuildFromLog(); !s.ok()) return s;
   DropScratch();
   last_written_seq_ = next_seq_ - 1;
   durable_seq_ = next_seq_ - 1;
+  proven_seq_ = next_seq_ - 1;
   for (int i = 0; i < 2 && !read_only_; ++i)
     if (absl::Status s = DoCheckpoint(); !s.ok()) return s;
   gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
@@ -346,6 +357,7 @@ struct FoundRecord {
 absl::Status PoolImpl::RollForward(uint64_t from_seq) {
   auto& segs = state_->segments();
   std::vector<FoundRecord> found;
+  std::vector<FoundRecord> claims;  // damaged headers, as they read
   std::vector<uint32_t> was_open;
   // Records newer than the checkpoint are in segments that were free or
   // open then, or in segments cleaned and reused since: those start with a
@@ -379,6 +391,7 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
     so.resync_after_damage = true;
     auto scan = log::ScanSegment(so, read);
     for (auto& r : scan.records) found.push_back({std::move(r), s});
+    for (auto& r : scan.damaged_headers) claims.push_back({std::move(r), s});
   }
   std::sort(found.begin(), found.end(),
             [](const FoundRecord& a, const FoundRecord& b) { return a.rec.header.seq < b.rec.header.seq; });
@@ -393,6 +406,16 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
   };
   for (; i < found.size(); ++i) {
     const auto& h = found[i].rec.header;
+    // A gap that a durable record after it proves was acknowledged: lost
+    // (accept_loss) or the open fails below. (said_durable(i - 1, ..)
+    // looks at found[i] onwards, also for i = 0: unsigned wrap.)
+    while (accept_loss_ && h.seq > expected && (said_durable(i - 1, expected))) {
+      const FoundRecord* claim = nullptr;
+      for (const FoundRecord& c : claims)
+        if (c.rec.header.seq == expected) claim = &c;
+      AcceptLostRecord(expected, claim ? &claim->rec : nullptr, claim ? claim->seg : 0);
+      ++expected;
+    }
     if (h.seq != expected) break;
     if (!found[i].rec.data_ok) {
       // Torn tail (not yet durable) or a damaged durable record? A later
@@ -401,6 +424,12 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
       util::Logger("core")->error(
           "record seq {} has damaged data blocks but was durable; applying it (those blocks will read as errors)",
           h.seq);
+      for (const log::Op& o : h.ops)
+        if (o.type == log::OpType::kWrite)
+          losses_.push_back(absl::StrFormat(
+              "record seq %d: damaged data among volume %s blocks %d-%d (those read as EIO)", h.seq,
+              state_->volume(o.write.vol) ? state_->volume(o.write.vol)->name : absl::StrCat("#", o.write.vol),
+              o.write.lba, o.write.lba + o.write.csum.size() - 1));
     }
     if (h.joined) {
       // All of a joined pair or none: its partner must be valid (or have
@@ -422,7 +451,8 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
     if (found[k].rec.header.durable_seq >= expected) {
       return absl::DataLossError(absl::StrFormat(
           "log record seq %d is missing or corrupt but a later record says it was durable; "
-          "refusing to open (run ftl-tool check)",
+          "refusing to open (ftl-tool check --accept-loss lists what is lost; ftld "
+          "--accept-loss opens with those blocks answering EIO)",
           expected));
     }
   }
@@ -445,6 +475,59 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
                        : "");
   util::Logger("core")->info("{}", open_report_);
   return absl::OkStatus();
+}
+
+void PoolImpl::AcceptLostRecord(uint64_t seq, const log::ParsedRecord* claim, uint32_t seg) {
+  auto log = util::Logger("core");
+  if (!claim) {
+    losses_.push_back(absl::StrFormat(
+        "record seq %d is lost (no readable header): the blocks it changed are unknown", seq));
+    log->error("accepting loss: {}", losses_.back());
+    return;
+  }
+  const log::RecordHeader& h = claim->header;
+  // Only user writes are fenced off. A damaged header's notes and
+  // relocations are not applied: nothing in it is verified, and a wrong
+  // VBA or tree id would corrupt the map.
+  log::RecordHeader poison;
+  poison.seq = seq;
+  poison.durable_seq = h.durable_seq;
+  poison.uuid = h.uuid;
+  poison.stream = h.stream;
+  poison.header_blocks = h.header_blocks;
+  uint32_t skipped = 0;
+  bool data_before = false;  // a skipped op consumed data blocks first
+  for (const log::Op& o : h.ops) {
+    const VolumeMeta* v = o.type == log::OpType::kWrite ? state_->volume(o.write.vol) : nullptr;
+    const Bno count = Bno(o.write.csum.size());
+    const bool usable = v && !v->is_snapshot() && !data_before && count > 0 &&
+                        o.write.vba.size() == count &&
+                        uint64_t(o.write.lba) + count <= v->size_blocks;
+    if (!usable) {
+      ++skipped;
+      if (o.data_blocks() > 0) data_before = true;
+      continue;
+    }
+    log::Op w = o;
+    for (uint32_t& c : w.write.csum) c = ~c;  // never the block's checksum
+    w.write.vba.clear();  // fresh VBAs, as a live write of these blocks gets
+    state_->PlanWrite(w.write.vol, w.write.lba, count, &w.write.vba);
+    poison.data_blocks += count;
+    losses_.push_back(absl::StrFormat(
+        "record seq %d lost: volume %s blocks %d-%d read as EIO (as its damaged header names them)",
+        seq, v->name, w.write.lba, w.write.lba + count - 1));
+    log->error("accepting loss: {}", losses_.back());
+    poison.ops.push_back(std::move(w));
+  }
+  if (skipped > 0) {
+    losses_.push_back(absl::StrFormat(
+        "record seq %d lost: %d of its operations (trims, notes, relocations or writes whose "
+        "header fields are implausible) were not applied",
+        seq, skipped));
+    log->error("accepting loss: {}", losses_.back());
+  }
+  if (!poison.ops.empty())
+    state_->ApplyRecord(poison, state_->segments().FirstBlock(seg) + claim->first_block);
 }
 
 absl::Status PoolImpl::RebuildFromLog() {
@@ -644,6 +727,7 @@ absl::Status PoolImpl::WriteEncodedCheckpoint() {
   uint64_t d = durable_seq_.load();
   while (d < p.covered && !durable_seq_.compare_exchange_weak(d, p.covered)) {
   }
+  RaiseProven(p.next_seq - 1);  // replay never reads records the checkpoint covers
   gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
   ++ckpt_count_;
   ckpt_bytes_ += buf.size();
@@ -668,13 +752,42 @@ absl::Status PoolImpl::Checkpoint() {
 
 absl::Status PoolImpl::SyncMedia() {
   absl::MutexLock l(&sync_mu_);
+  // The claim is read first: it belongs to a record at or before `covered`.
+  uint64_t claim = last_written_claim_.load();
   uint64_t covered = last_written_seq_.load();
   absl::Status s = media_->Sync();
   if (!s.ok()) return s;
   uint64_t d = durable_seq_.load();
   while (d < covered && !durable_seq_.compare_exchange_weak(d, covered)) {
   }
+  RaiseProven(claim);
   return absl::OkStatus();
+}
+
+void PoolImpl::RaiseProven(uint64_t seq) {
+  uint64_t p = proven_seq_.load();
+  while (p < seq && !proven_seq_.compare_exchange_weak(p, seq)) {
+  }
+}
+
+absl::Status PoolImpl::FlushDurable() {
+  if (absl::Status s = SyncMedia(); !s.ok()) return s;
+  // Records with ops up to what is durable now need a durable record that
+  // says so; a marker is one (nothing else is written for it).
+  const uint64_t need = std::min(durable_seq_.load(), last_content_seq_.load());
+  if (proven_seq_.load() >= need) return absl::OkStatus();
+  auto* m = new Request;
+  m->note = true;
+  m->frees = true;
+  m->fua = true;
+  m->marker = true;
+  absl::Status s = SubmitAndWait(m, /*allow_inline=*/true);
+  if (absl::IsResourceExhausted(s)) {
+    // The data is durable; only the marker's proof is missing.
+    util::Logger("core")->warn("no room for a durability marker: {}", s.ToString());
+    return absl::OkStatus();
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------- queries

@@ -39,6 +39,7 @@
 #include "gc/cleaner.h"
 #include "gc/placement.h"
 #include "log/log_format.h"
+#include "log/segment_reader.h"
 
 namespace ftl::core {
 
@@ -90,6 +91,10 @@ struct Request {
   // succeeds on a full pool (README "Full device"). Never batched with
   // requests that do not free.
   bool frees = false;
+  // A durability marker (PoolImpl::ProveDurable): no ops; its record, once
+  // synced, proves durable every record before it that a sync covered.
+  // Queued apart from user requests (never blocked behind them).
+  bool marker = false;
   std::function<void(absl::Status)> done;
   uint32_t data_blocks() const;
   size_t payload_bytes() const;
@@ -220,6 +225,11 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // does.
   void SubmitMany(const std::vector<Request*>& rs, bool allow_inline = false);
   absl::Status SyncMedia();
+  // What a FLUSH answers: syncs, then makes sure a durable record says so
+  // (a durability marker if none does yet), so that recovery can tell
+  // damage to an acknowledged record from a torn tail (log_format.h:
+  // durable_seq). Not on a committing thread.
+  absl::Status FlushDurable();
   // Looks up [lba, lba+n): per block its (pba, csum) or kNoBlock; pins the
   // segments read. REQUIRES: Unpin(pinned) after reading.
   void LookupForRead(uint32_t vol, Bno lba, Bno n, std::vector<std::pair<Bno, uint32_t>>* out,
@@ -398,6 +408,7 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   mutable absl::Mutex queue_mu_;
   std::deque<Request*> user_q_ ABSL_GUARDED_BY(queue_mu_);
   std::deque<Request*> gc_q_ ABSL_GUARDED_BY(queue_mu_);
+  std::deque<Request*> marker_q_ ABSL_GUARDED_BY(queue_mu_);
   std::vector<std::function<void(absl::Status)>> ckpt_waiters_ ABSL_GUARDED_BY(queue_mu_);
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool user_blocked_ ABSL_GUARDED_BY(queue_mu_) = false;
@@ -441,6 +452,17 @@ class PoolImpl : public Pool, public gc::CleanerHost {
                       std::memory_order_relaxed);
   }
   std::atomic<uint64_t> durable_seq_{0};
+  // Recovery can prove every record up to proven_seq_ durable: a durable
+  // record's durable_seq (or a checkpoint) covers it. Records without ops
+  // (markers) need no proof; last_content_seq_ is the newest record with
+  // ops, last_written_claim_ the durable_seq of the newest record written.
+  std::atomic<uint64_t> proven_seq_{0};
+  std::atomic<uint64_t> last_content_seq_{0};
+  std::atomic<uint64_t> last_written_claim_{0};
+  // Hands `acked` (written and synced) to a durability marker: they are
+  // completed once the marker's record is durable. Committer only.
+  void ProveDurable(std::vector<Request*> acked);
+  void RaiseProven(uint64_t seq);
   std::atomic<uint64_t> gate_seq_{0};
   absl::Mutex sync_mu_;  // serialises SyncMedia
 
@@ -448,6 +470,15 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   std::vector<uint32_t> cleaned_unreleased_;  // cleaner thread only
   bool closed_ = false;
   bool read_only_ = false;
+  bool accept_loss_ = false;  // OpenOptions::accept_loss
+  // What recovery found lost (accept_loss) or damaged, one line each by
+  // volume and LBA; and redundancy found gone at open. Set during open only.
+  std::vector<std::string> losses_;
+  std::vector<std::string> degraded_;
+  // Recovery with accept_loss: record `seq` is lost. If `claim` (its
+  // damaged header as it reads) names user writes, those blocks are mapped
+  // to its data with checksums that cannot match, so they read as EIO.
+  void AcceptLostRecord(uint64_t seq, const log::ParsedRecord* claim, uint32_t seg);
 
   // Counters.
   std::atomic<uint64_t> user_bytes_{0}, media_bytes_{0}, reloc_bytes_{0};

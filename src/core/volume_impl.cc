@@ -387,7 +387,7 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
 absl::Status VolumeImpl::Flush() {
   if (gone()) return absl::UnavailableError(name_ + " was removed");
   flushes_.fetch_add(1, std::memory_order_relaxed);
-  return pool_->SyncMedia();
+  return pool_->FlushDurable();
 }
 
 absl::StatusOr<std::vector<BlockExtent>> VolumeImpl::BlockStatus(uint64_t offset,

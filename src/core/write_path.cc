@@ -51,7 +51,8 @@ void PoolImpl::SubmitMany(const std::vector<Request*>& rs, bool allow_inline) {
     } else if (stop_) {
       reject = absl::UnavailableError("pool is closing");
     } else {
-      for (Request* r : rs) (r->stream == log::Stream::kUser ? user_q_ : gc_q_).push_back(r);
+      for (Request* r : rs)
+        (r->marker ? marker_q_ : r->stream == log::Stream::kUser ? user_q_ : gc_q_).push_back(r);
       // Leader/follower group commit: if nobody is committing, this thread
       // commits the queue itself (no hand-off to the writer thread);
       // otherwise the committer picks these up before it stops.
@@ -227,13 +228,17 @@ bool PoolImpl::EnsureRoom(gc::Slot slot, log::Stream stream, uint32_t blocks, Cl
 }
 
 bool PoolImpl::EligibleLocked() const {
-  return !gc_q_.empty() || (!user_q_.empty() && (!user_blocked_ || stop_));
+  return !marker_q_.empty() || !gc_q_.empty() || (!user_q_.empty() && (!user_blocked_ || stop_));
 }
 
 bool PoolImpl::TakeBatchLocked(std::vector<Request*>* batch, log::Stream* stream) {
   std::deque<Request*>* q = nullptr;
   bool one_slot = false;
-  if (!gc_q_.empty()) {
+  if (!marker_q_.empty()) {
+    // Acknowledgements wait for these: first, and never behind a full pool.
+    q = &marker_q_;
+    *stream = log::Stream::kUser;
+  } else if (!gc_q_.empty()) {
     q = &gc_q_;
     *stream = log::Stream::kRelocation;
     one_slot = true;
@@ -456,10 +461,36 @@ void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vect
       return;
     }
   }
+  if (fua && proven_seq_.load() < last_written_seq_.load()) {
+    ProveDurable(std::move(acks));
+    return;
+  }
   for (Request* r : acks) {
     r->done(absl::OkStatus());
     delete r;
   }
+}
+
+void PoolImpl::ProveDurable(std::vector<Request*> acked) {
+  auto* m = new Request;
+  m->note = true;
+  m->frees = true;
+  m->fua = true;
+  m->marker = true;
+  m->done = [acked = std::move(acked)](absl::Status s) {
+    // They are durable; without room for the marker only its proof is
+    // missing (recovery would take damage to them for a torn tail).
+    if (absl::IsResourceExhausted(s)) {
+      util::Logger("core")->warn("no room for a durability marker: {}", s.ToString());
+      s = absl::OkStatus();
+    }
+    for (Request* r : acked) {
+      r->done(s);
+      delete r;
+    }
+  };
+  absl::MutexLock l(&queue_mu_);
+  marker_q_.push_back(m);  // the committer calling this drains it next
 }
 
 void PoolImpl::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc::Slot slot) {
@@ -586,7 +617,9 @@ void PoolImpl::WriterLoop() {
     MaybeAutoCheckpoint();
     if (stopping) {
       absl::MutexLock l(&queue_mu_);
-      if (!committing_ && gc_q_.empty() && user_q_.empty() && ckpt_waiters_.empty()) break;
+      if (!committing_ && gc_q_.empty() && user_q_.empty() && marker_q_.empty() &&
+          ckpt_waiters_.empty())
+        break;
     }
   }
 }
@@ -600,7 +633,7 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
   h.uuid = sb_.uuid;
   h.stream = stream;
   h.joined = plan.joined;
-  bool fua = false, catalog = false;
+  bool fua = false, catalog = false, synced = false;
   uint64_t user_blocks = 0, reloc_blocks = 0;
   size_t payload = 0;
   // Requests refused at commit time (their volume is gone, or a note no
@@ -694,6 +727,7 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
     delete r;
   }
   if (batch.empty()) return absl::OkStatus();
+  synced = plan.sync || (fua && !plan.acks);
   uint32_t hb = log::HeaderBlocksFor(payload);
   uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
   // The committer's record buffer is reused from batch to batch.
@@ -730,8 +764,10 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
     // alone: replay would then see a durable record whose partner is
     // missing and refuse to open. The partner's write moves it past both.
     if (!plan.joined) last_written_seq_ = h.seq;
+    last_written_claim_ = h.durable_seq;
+    if (!h.ops.empty()) last_content_seq_ = h.seq;
     // Joined records sync once, after the last of them (plan.sync).
-    if (plan.sync || (fua && !plan.acks)) s = SyncMedia();
+    if (synced) s = SyncMedia();
   }
   if (!s.ok()) {
     // The record may or may not be on the media; recovery decides. The
@@ -777,6 +813,12 @@ absl::Status PoolImpl::WriteBatch(std::vector<Request*>& batch, log::Stream stre
   if (catalog) RefreshVolumes();  // volumes or attributes changed
   if (plan.acks) {
     plan.acks->insert(plan.acks->end(), batch.begin(), batch.end());
+    batch.clear();
+    return absl::OkStatus();
+  }
+  if (synced && !h.ops.empty() && proven_seq_.load() < h.seq) {
+    // Durable, but only a later durable record can tell recovery so.
+    ProveDurable(std::move(batch));
     batch.clear();
     return absl::OkStatus();
   }

@@ -365,7 +365,8 @@ uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block) {
   return util::GetU16(first_block.data() + 6);
 }
 
-absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> header) {
+namespace {
+absl::StatusOr<RecordHeader> DecodeHeader(std::span<const std::byte> header, bool verify) {
   if (header.size() < kRecordFixedBytes) return absl::NotFoundError("short header");
   Decoder d(header);
   if (d.U32() != kRecordMagic) return absl::NotFoundError("no record");
@@ -390,10 +391,21 @@ absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> heade
   std::vector<std::byte> copy(header.begin(), header.begin() + kRecordFixedBytes + payload_len);
   uint64_t stored = util::GetU64(copy.data() + kCsumOffset);
   util::PutU64(copy.data() + kCsumOffset, 0);
-  if (util::Xxh3(copy) != stored) return absl::DataLossError("record header checksum mismatch");
+  if (verify && util::Xxh3(copy) != stored)
+    return absl::DataLossError("record header checksum mismatch");
   Decoder pd(header.subspan(kRecordFixedBytes, payload_len));
   if (absl::Status s = DecodeOps(pd, &h.ops, h.data_blocks); !s.ok()) return s;
   return h;
+}
+
+}  // namespace
+
+absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> header) {
+  return DecodeHeader(header, /*verify=*/true);
+}
+
+absl::StatusOr<RecordHeader> DecodeRecordHeaderUnverified(std::span<const std::byte> header) {
+  return DecodeHeader(header, /*verify=*/false);
 }
 
 }  // namespace ftl::log

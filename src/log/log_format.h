@@ -237,6 +237,10 @@ void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out);
 // malformed payload. OutOfRange: needs more blocks than given (call again
 // with header_blocks blocks).
 absl::StatusOr<RecordHeader> DecodeRecordHeader(std::span<const std::byte> header);
+// The same without comparing the header checksum: what a damaged header
+// claims (recovery with accept_loss lists and fences off the blocks it
+// names). Nothing it returns is verified.
+absl::StatusOr<RecordHeader> DecodeRecordHeaderUnverified(std::span<const std::byte> header);
 // Reads header_blocks from the first block without verifying anything
 // (0 if no magic).
 uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block);

@@ -23,8 +23,13 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     uint16_t hb = PeekHeaderBlocks(buf);
     if (hb == 0 || hb > kMaxHeaderBlocks || pos + hb > opts.segment_blocks) {
       scan.stop_reason = "no record";
-      if (opts.resync_after_damage && scan.damaged > 0) {
-        ++pos;  // still searching past a damaged record
+      // Past a damaged record, or past the end of the records so far: a
+      // record whose magic was damaged looks like the end of the log, and
+      // the records after it (a durability marker among them) tell
+      // recovery whether it was durable. Only segments with records get
+      // here, so recovery reads the rest of a few open segments.
+      if (opts.resync_after_damage && (scan.damaged > 0 || !scan.records.empty())) {
+        ++pos;
         continue;
       }
       break;
@@ -41,6 +46,13 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
       scan.stop_reason = "checksum";
       if (opts.resync_after_damage) {
         if (scan.damaged++ == 0) scan.first_damaged_block = pos;
+        if (auto claim = DecodeRecordHeaderUnverified(buf); claim.ok() && claim->uuid == opts.uuid) {
+          ParsedRecord rec;
+          rec.first_block = pos;
+          rec.header = std::move(*claim);
+          rec.data_ok = false;
+          scan.damaged_headers.push_back(std::move(rec));
+        }
         ++pos;  // look for the next valid header
         continue;
       }

@@ -34,6 +34,9 @@ struct SegmentScan {
   // starts at this block.
   uint32_t damaged = 0;
   uint32_t first_damaged_block = 0;
+  // Headers that failed their checksum but still decode (resync only), as
+  // DecodeRecordHeaderUnverified reads them: unverified claims.
+  std::vector<ParsedRecord> damaged_headers;
 };
 
 struct ScanOptions {
