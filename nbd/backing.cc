@@ -114,6 +114,7 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
                     : o.placement == "off" ? OpenOptions::Placement::kOff
                                            : OpenOptions::Placement::kAuto;
   oopts.discard = o.discard;
+  oopts.accept_loss = o.accept_loss;
   switch (*action) {
     case BackingAction::kCreateAndFormat:
     case BackingAction::kFormat: {

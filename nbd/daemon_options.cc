@@ -104,6 +104,8 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       o.placement = *v;
     } else if (arg == "--no-discard") {
       o.discard = false;
+    } else if (arg == "--accept-loss") {
+      o.accept_loss = true;
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -148,6 +150,9 @@ over NBD. Runs in the foreground and logs to stderr.
                        pays), on, off
       --no-discard     never discard freed space on BACKING (no punch hole or
                        BLKDISCARD, at format or for freed segments)
+      --accept-loss    open even if a log record that was acknowledged as
+                       durable is damaged: the blocks it names answer EIO
+                       (each loss is logged by volume and LBA)
   -h, --help           this text
   -V, --version        version
 

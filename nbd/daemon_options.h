@@ -2,7 +2,8 @@
 // The ftld command line (the contract of issue 3):
 //   ftld [--size SIZE] [--format [--force]] [--bind ADDR] [--port N]
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
-//        [--log-level LEVEL] [--placement auto|on|off] [--no-discard] BACKING
+//        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
+//        [--accept-loss] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -32,6 +33,7 @@ struct DaemonOptions {
   std::string log_level = "info";
   std::string placement = "auto";  // OpenOptions::placement
   bool discard = true;             // OpenOptions::discard (--no-discard)
+  bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
   bool help = false;
   bool version = false;
 

@@ -111,5 +111,90 @@ TEST_F(FtlToolTest, RefusesNonPoolsAndBadUsage) {
   EXPECT_EQ(RunTool("").code, 2);
 }
 
+
+// Exit statuses for scripts (issue 19 item 4): a damaged checkpoint slot
+// or superblock copy is "degraded" (3); repair rewrites both and says
+// "repaired" (4); the next check is clean (0).
+TEST_F(FtlToolTest, LostRedundancyIsDegradedAndRepairRestoresIt) {
+  Geometry g;
+  {
+    auto media = OpenMedia(path_, 0);
+    ASSERT_TRUE(media.ok());
+    auto ro = testing::QuietOpen(false);
+    ro.read_only = true;
+    auto p = Pool::Open(*media, ro);
+    ASSERT_TRUE(p.ok());
+    g = (*p)->geometry();
+  }
+  auto smash = [&](uint64_t off) {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(off));
+    f.write("XXXXXXXX", 8);
+  };
+  smash((2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize + 64);  // slot 1
+  smash(kBlockSize + 40);                                              // superblock B
+  Result r = RunTool("check " + path_);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("DEGRADED: superblock copy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status: degraded"), std::string::npos) << r.out;
+  r = RunTool("repair " + path_);
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("status: repaired"), std::string::npos) << r.out;
+  r = RunTool("check " + path_);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("status: clean"), std::string::npos) << r.out;
+}
+
+// A damaged record that a later durable record proves was acknowledged:
+// check cannot open (2) and says how to go on; with --accept-loss it lists
+// the lost blocks and says "damaged" (1); repair --accept-loss makes the
+// loss permanent (the blocks answer EIO) so that plain opens work again.
+TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
+  auto b = testing::Pattern(7, 4 << 20, 16 << 10);
+  {
+    auto media = OpenMedia(path_, 0);
+    ASSERT_TRUE(media.ok());
+    auto p = Pool::Open(*media, testing::QuietOpen(false));
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE((*p)->PrimaryVolume()->Write(2 << 20, testing::Pattern(8, 2 << 20, 16 << 10), true).ok());
+    ASSERT_TRUE((*p)->PrimaryVolume()->Write(4 << 20, b, true).ok());
+    // No Close(): a crash, so both records are replayed at the next open.
+  }
+  auto first = testing::Pattern(8, 2 << 20, 4096);
+  std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+  std::vector<char> block(4096);
+  std::streamoff at = -1;
+  for (std::streamoff off = 0; f.read(block.data(), 4096); off += 4096) {
+    if (std::memcmp(block.data(), first.data(), 4096) == 0) {
+      at = off;
+      break;
+    }
+  }
+  ASSERT_GE(at, 0);
+  f.clear();
+  f.seekp(at - 4096 + 90);  // the header's checksum of block 1
+  char c = 0x5a;
+  f.write(&c, 1);
+  f.close();
+  Result r = RunTool("check " + path_);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--accept-loss"), std::string::npos) << r.out;
+  r = RunTool("check --accept-loss " + path_);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("volume ftl0 blocks 512-515 read as EIO"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status: damaged"), std::string::npos) << r.out;
+  r = RunTool("repair --accept-loss " + path_);
+  EXPECT_EQ(r.code, 1) << r.out;  // what is lost stays lost
+  auto media = OpenMedia(path_, 0);
+  ASSERT_TRUE(media.ok());
+  auto p = Pool::Open(*media, testing::QuietOpen(false));
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<std::byte> out(4096);
+  EXPECT_TRUE(absl::IsDataLoss((*p)->PrimaryVolume()->Read(2 << 20, out)));
+  std::vector<std::byte> back(b.size());
+  ASSERT_TRUE((*p)->PrimaryVolume()->Read(4 << 20, back).ok());
+  EXPECT_EQ(back, b);
+}
+
 }  // namespace
 }  // namespace ftl
