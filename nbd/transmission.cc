@@ -72,9 +72,6 @@ absl::Status ValidateRequest(const Request& r, const TransmissionContext& ctx) {
     return absl::InvalidArgumentError(absl::StrCat("flags 0x", absl::Hex(bad),
                                                    " not valid for ", name));
   }
-  if ((r.flags & kCmdFlagFastZero) && (r.flags & kCmdFlagNoHole)) {
-    return absl::InvalidArgumentError("FAST_ZERO with NO_HOLE");
-  }
   if (r.type == kCmdFlush) {
     if (r.offset != 0 || r.length != 0) {
       return absl::InvalidArgumentError("FLUSH with non-zero offset or length");

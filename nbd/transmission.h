@@ -49,7 +49,9 @@ inline bool HasPayload(const Request& r) { return r.type == kCmdWrite; }
 //     past the end for READ/TRIM/CACHE/BLOCK_STATUS;
 //   OutOfRange (ENOSPC): WRITE/WRITE_ZEROES past the end;
 //   PermissionDenied: WRITE/TRIM/WRITE_ZEROES on a read-only export.
-// DISC is always OK (offset and length are ignored).
+// DISC is always OK (offset and length are ignored). WRITE_ZEROES may carry
+// FAST_ZERO and NO_HOLE together: whether that can be fast is the volume's
+// call (Unimplemented -> ENOTSUP), not a validation error.
 absl::Status ValidateRequest(const Request& r, const TransmissionContext& ctx);
 
 // Executes a validated request that has no payload in either direction

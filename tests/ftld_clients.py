@@ -228,6 +228,27 @@ def test_qemu_io_patterns(env):
     assert d.stop() == 0
 
 
+def test_qemu_io_fast_zero(env):
+    # qemu-io 'write -z -n' sends WRITE_ZEROES with FAST_ZERO|NO_HOLE: valid
+    # per the spec; ftld cannot make allocated zeros fast, so it answers
+    # ENOTSUP (qemu's signal to fall back), never EINVAL. With -u (trim
+    # allowed) it is fast and works.
+    need_tool("qemu-io")
+    d = env.start_ftld(size="1G")
+    uri = d.uri()
+    env.run(["qemu-io", "-f", "raw", "-c", "write -P 0x66 0 256k", uri])
+    r = env.run(["qemu-io", "-f", "raw", "-c", "write -z -n 0 64k", uri], check=False)
+    out = r.stdout + r.stderr
+    assert "Invalid argument" not in out, out
+    assert "Operation not supported" in out, out
+    r = env.run(["qemu-io", "-f", "raw", "-c", "read -P 0x66 0 256k", uri], check=False)
+    assert "Pattern verification failed" not in r.stdout + r.stderr, r.stdout  # unchanged
+    env.run(["qemu-io", "-f", "raw", "-c", "write -z -n -u 64k 64k",
+             "-c", "read -P 0 64k 64k", "-c", "read -P 0x66 128k 128k", uri])
+    assert "WRITE_ZEROES refused" not in d.log(), d.log()[-2000:]
+    assert d.stop() == 0
+
+
 def test_qemu_img_compare(env):
     need_tool("qemu-img")
     d = env.start_ftld(size="1G")

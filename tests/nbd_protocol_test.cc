@@ -226,6 +226,9 @@ TEST(Validate, ErrorsAsTheSpecAsks) {
   EXPECT_EQ(code(kCmdRead, 0, 512, 1 << 9), kEInval);
   EXPECT_EQ(code(kCmdWrite, 0, 512, kCmdFlagNoHole), kEInval);
   EXPECT_EQ(code(kCmdWriteZeroes, 0, 512, kCmdFlagNoHole | kCmdFlagFua), 0u);
+  // Valid together (the spec allows it); the volume answers ENOTSUP if it
+  // cannot be fast.
+  EXPECT_EQ(code(kCmdWriteZeroes, 0, 512, kCmdFlagNoHole | kCmdFlagFastZero), 0u);
   EXPECT_EQ(code(kCmdFlush, 0, 0), 0u);
   EXPECT_EQ(code(kCmdFlush, 0, 512), kEInval);
   EXPECT_EQ(code(kCmdBlockStatus, 0, 512), kEInval);  // no meta context
@@ -444,6 +447,27 @@ TEST_F(ServerTest, StructuredReadAndErrors) {
   EXPECT_EQ(GetBe16(h.data() + 6), kReplyTypeError);
   auto err = Recv(fd, GetBe32(h.data() + 16));
   EXPECT_EQ(GetBe32(err.data()), kEIo);
+  ::close(fd);
+}
+
+TEST_F(ServerTest, FastZeroWithNoHoleIsNotSupportedRatherThanInvalid) {
+  int fd = Connect(false);
+  std::vector<std::byte> data(8192, std::byte{0x77});
+  ASSERT_TRUE(vol_.Write(0, data, false).ok());
+  // FAST_ZERO|NO_HOLE: allocated zeros cannot be fast, so ENOTSUP, and
+  // nothing changed.
+  SendRequest(fd, {kCmdFlagFastZero | kCmdFlagNoHole, kCmdWriteZeroes, 1, 0, 4096});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kENotSup, uint64_t(1)));
+  std::vector<std::byte> got(8192);
+  ASSERT_TRUE(vol_.Read(0, got).ok());
+  EXPECT_EQ(got, data);
+  // Either flag alone works.
+  SendRequest(fd, {kCmdFlagNoHole, kCmdWriteZeroes, 2, 0, 4096});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(2)));
+  SendRequest(fd, {kCmdFlagFastZero, kCmdWriteZeroes, 3, 4096, 4096});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
+  ASSERT_TRUE(vol_.Read(0, got).ok());
+  EXPECT_EQ(got, std::vector<std::byte>(8192));
   ::close(fd);
 }
 
