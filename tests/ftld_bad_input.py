@@ -167,7 +167,7 @@ def test_options_stay_in_sync(env):
             break
         n = struct.unpack(">I", data[:4])[0]
         names.append(data[4:4 + n])
-    assert names == [b"ftl0"], names
+    assert names == [b"ftl0", b""], names
     size = r.go(b"")
     assert size and size > 0
     r.request(0, 0, 4096)

@@ -47,7 +47,10 @@ def test_nbdinfo_list(env):
     d = env.start_ftld(size="1G", args=["--export", "disk"])
     out = json.loads(env.run(["nbdinfo", "--list", "--json", d.uri()]).stdout)
     names = [e["export-name"] for e in out["exports"]]
-    assert names == ["disk"], names
+    assert names == ["disk", ""], names  # the default export is listed too
+    default = out["exports"][1]
+    assert default["description"] == "ftld volume ftl0 (default)", default
+    assert default["export-size"] == out["exports"][0]["export-size"], out
     r = env.run(["nbdinfo", "--json", d.uri("nope")], check=False)
     assert r.returncode != 0
     assert d.stop() == 0

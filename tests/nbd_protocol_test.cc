@@ -16,6 +16,7 @@
 
 #include "nbd/backing.h"
 #include "nbd/control.h"
+#include "nbd/daemon.h"
 #include "nbd/daemon_options.h"
 #include "nbd/errors.h"
 #include "nbd/handshake.h"
@@ -203,6 +204,38 @@ TEST_F(OptionsTest, ExportNameAndAbort) {
   EXPECT_EQ(Replies(HandleOption(kOptStartTls, {}, exports_, &n2).reply)[0].first,
             kRepErrPolicy);
   EXPECT_EQ(Replies(HandleOption(77, {}, exports_, &n2).reply)[0].first, kRepErrUnsup);
+}
+
+// NBD_OPT_LIST over the daemon's own export table: every export a client
+// can open, the default export "" included (nbdinfo --list, qemu-img).
+TEST(DaemonExports, ListShowsEveryExportIncludingTheDefault) {
+  FormatOptions f;
+  f.segment_bytes = 256 << 10;
+  OpenOptions open;
+  open.start_cleaner = false;
+  open.checkpoint_interval = std::chrono::milliseconds(0);
+  auto pool = Pool::Format(NewMemMedia(32 * kMiB), f, open);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  DaemonOptions o;
+  o.export_name = "disk";
+  ExportTable exports;
+  ASSERT_TRUE(FillExports(**pool, o, &exports).ok());
+  Negotiation n;
+  auto replies = Replies(HandleOption(kOptList, {}, exports, &n).reply);
+  std::vector<std::pair<std::string, std::string>> listed;  // (name, description)
+  for (auto& [type, payload] : replies) {
+    if (type != kRepServer) continue;
+    uint32_t len = GetBe32(payload.data());
+    ASSERT_LE(4 + len, payload.size());
+    std::string text(reinterpret_cast<const char*>(payload.data()) + 4, payload.size() - 4);
+    listed.push_back({text.substr(0, len), text.substr(len)});
+  }
+  EXPECT_EQ(replies.back().first, kRepAck);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0], std::make_pair(std::string("disk"), std::string("ftld volume ftl0")));
+  EXPECT_EQ(listed[1],
+            std::make_pair(std::string(""), std::string("ftld volume ftl0 (default)")));
+  ASSERT_TRUE((*pool)->Close().ok());
 }
 
 TEST(Validate, ErrorsAsTheSpecAsks) {
