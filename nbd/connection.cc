@@ -357,9 +357,11 @@ asio::awaitable<void> Connection::Serve() {
   const TransmissionContext ctx{.size = volume_->size_bytes(),
                                 .read_only = e.effective_read_only(),
                                 .structured_replies = negotiation_.structured_replies,
-                                .base_allocation = negotiation_.base_allocation};
-  env_.log->info("{}: opened export '{}'{}{}", Prefix(), e.name,
+                                .base_allocation = negotiation_.base_allocation,
+                                .min_block_size = negotiation_.min_block_size()};
+  env_.log->info("{}: opened export '{}'{}{}{}", Prefix(), e.name,
                  ctx.structured_replies ? " with structured replies" : "",
+                 ctx.min_block_size > 1 ? "" : ", byte-granular (no block sizes agreed)",
                  ctx.read_only ? " (read-only)" : "");
 
   error_code ec;

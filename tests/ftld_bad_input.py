@@ -74,6 +74,12 @@ class Raw:
                 return size
             assert rtype < 0x80000000, (rtype, data)
 
+    def export_name(self, name=b""):
+        """NBD_OPT_EXPORT_NAME (flags 3: no zeroes); returns the size."""
+        self.option(1, name)
+        size, _ = struct.unpack(">QH", recv_exact(self.s, 10))
+        return size
+
     def request(self, cmd, offset, length, flags=0, cookie=1, payload=b""):
         self.s.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, flags, cmd, cookie, offset, length)
                        + payload)
@@ -211,6 +217,34 @@ def test_oversize_and_unknown_requests(env):
     r.s.sendall(b"\xde\xad\xbe\xef" + bytes(24))
     assert closed_by_server(r.s)
     wait_log(d, "request without the NBD request magic; closing")
+    r.close()
+    still_serves(d)
+    assert d.stop() == 0
+
+
+def test_nbd_tester_client_oversize_does_not_hang(env):
+    # nbd-tester-client -o: READs of 1 MiB, 1 MiB + 14 and 2 MiB + 28 bytes
+    # over NBD_OPT_EXPORT_NAME with simple replies, reading `length` data
+    # bytes after every reply header, errors included. A client that agreed
+    # to no block sizes is served at any length, so nothing hangs; before,
+    # the EINVAL for the unaligned lengths came without data and the client
+    # waited forever.
+    import nbd
+    d = env.start_ftld(size="1G")
+    h = nbd.NBD()
+    h.connect_uri(d.uri())
+    data = os.urandom(3 * MiB)
+    h.pwrite(data, 0)
+    h.shutdown()
+    r = Raw(d.port)
+    r.s.settimeout(20)
+    r.send_flags()
+    assert r.export_name() > 3 * MiB
+    for i, n in enumerate([MiB, MiB + 14, 2 * MiB + 28]):
+        r.request(0, i, n, cookie=i)
+        err, cookie, got = r.simple_reply(n)
+        assert (err, cookie) == (0, i), (n, err, cookie)
+        assert got == data[i:i + n], n
     r.close()
     still_serves(d)
     assert d.stop() == 0

@@ -165,6 +165,41 @@ TEST_F(OptionsTest, InfoAndGo) {
   EXPECT_TRUE(n_.chosen->effective_read_only());
 }
 
+// The advertised minimum is the one transmission enforces: 512 only for a
+// GO that asked for NBD_INFO_BLOCK_SIZE; INFO tells what such a GO gets.
+TEST_F(OptionsTest, BlockSizesBindOnlyClientsThatAskForThem) {
+  auto min_block = [](const OptionResult& r) -> uint32_t {
+    for (auto& [type, payload] : Replies(r.reply)) {
+      if (type == kRepInfo && GetBe16(payload.data()) == kInfoBlockSize) {
+        EXPECT_EQ(GetBe32(payload.data() + 6), 4096u);
+        EXPECT_EQ(GetBe32(payload.data() + 10), 32 * kMiB);
+        return GetBe32(payload.data() + 2);
+      }
+    }
+    ADD_FAILURE() << "no NBD_INFO_BLOCK_SIZE";
+    return 0;
+  };
+  Negotiation info;
+  EXPECT_EQ(min_block(HandleOption(kOptInfo, Go("vol", {}), exports_, &info)), 512u);
+  EXPECT_EQ(min_block(HandleOption(kOptInfo, Go("vol", {kInfoBlockSize}), exports_, &info)),
+            512u);
+  EXPECT_FALSE(info.block_sizes_agreed);  // INFO commits to nothing
+
+  Negotiation asked;
+  EXPECT_EQ(min_block(HandleOption(kOptGo, Go("vol", {kInfoBlockSize}), exports_, &asked)),
+            512u);
+  EXPECT_TRUE(asked.block_sizes_agreed);
+  EXPECT_EQ(asked.min_block_size(), 512u);
+
+  Negotiation not_asked;
+  EXPECT_EQ(min_block(HandleOption(kOptGo, Go("vol", {kInfoName}), exports_, &not_asked)), 1u);
+  EXPECT_EQ(not_asked.min_block_size(), 1u);
+
+  Negotiation old_style;
+  HandleOption(kOptExportName, Bytes("vol"), exports_, &old_style);
+  EXPECT_EQ(old_style.min_block_size(), 1u);
+}
+
 TEST_F(OptionsTest, MetaContextNeedsStructuredReplies) {
   auto r = HandleOption(kOptSetMetaContext, Meta("vol", {"base:allocation"}), exports_, &n_);
   EXPECT_EQ(Replies(r.reply)[0].first, kRepErrInvalid);
@@ -252,6 +287,16 @@ TEST(Validate, ErrorsAsTheSpecAsks) {
   EXPECT_EQ(code(kCmdCache, kMiB, 512), kEInval);
   EXPECT_EQ(code(kCmdRead, 1, 512), kEInval);
   EXPECT_EQ(code(kCmdRead, 0, 100), kEInval);
+  ctx.min_block_size = 1;  // a client that agreed to no block sizes
+  EXPECT_EQ(code(kCmdRead, 1, 511), 0u);
+  EXPECT_EQ(code(kCmdWrite, 4097, 3), 0u);
+  EXPECT_EQ(code(kCmdTrim, 1, 1), 0u);
+  EXPECT_EQ(code(kCmdWriteZeroes, kMiB - 1, 1), 0u);
+  EXPECT_EQ(code(kCmdWriteZeroes, kMiB - 1, 2), kENoSpc);
+  EXPECT_EQ(code(kCmdRead, kMiB - 1, 2), kEInval);
+  EXPECT_EQ(code(kCmdRead, 0, 0), kEInval);
+  EXPECT_EQ(code(kCmdRead, 1, 32 * kMiB + 1), kEInval);  // the maximum stays
+  ctx.min_block_size = kMinBlockSize;
   EXPECT_EQ(code(kCmdRead, 0, 0), kEInval);
   EXPECT_EQ(code(kCmdWrite, 0, 33 * kMiB), kEInval);
   EXPECT_EQ(code(42, 0, 512), kEInval);
@@ -386,6 +431,7 @@ class ServerTest : public ::testing::Test {
     a.sin_port = htons(server_->tcp_port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    SetReceiveTimeout(fd);
     Recv(fd, 18);
     std::vector<std::byte> out;
     BeWriter w(&out);
@@ -403,6 +449,48 @@ class ServerTest : public ::testing::Test {
     Recv(fd, 10);
     return fd;
   }
+  // Connects and enters transmission with NBD_OPT_GO, with or without an
+  // NBD_INFO_BLOCK_SIZE request; returns the advertised minimum block size
+  // through *min_block (0 if none was sent).
+  int ConnectGo(bool request_block_size, uint32_t* min_block) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server_->tcp_port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    SetReceiveTimeout(fd);
+    Recv(fd, 18);
+    std::vector<std::byte> out;
+    BeWriter w(&out);
+    w.U32(3);
+    w.U64(kOptMagic);
+    w.U32(kOptGo);
+    w.U32(request_block_size ? 8 : 6);
+    w.U32(0);  // export ""
+    w.U16(request_block_size ? 1 : 0);
+    if (request_block_size) w.U16(kInfoBlockSize);
+    Send(fd, out);
+    *min_block = 0;
+    for (;;) {
+      auto h = Recv(fd, 20);
+      EXPECT_EQ(GetBe64(h.data()), kOptReplyMagic);
+      uint32_t type = GetBe32(h.data() + 12);
+      auto d = Recv(fd, GetBe32(h.data() + 16));
+      if (type == kRepInfo && GetBe16(d.data()) == kInfoBlockSize) *min_block = GetBe32(d.data() + 2);
+      if (type == kRepAck) break;
+      if (type != kRepInfo) {
+        ADD_FAILURE() << "option reply " << type;
+        break;
+      }
+    }
+    return fd;
+  }
+  // A reply that never comes fails the test instead of hanging it.
+  static void SetReceiveTimeout(int fd) {
+    timeval tv{.tv_sec = 20, .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
   static void Send(int fd, std::span<const std::byte> b) {
     ASSERT_EQ(::send(fd, b.data(), b.size(), MSG_NOSIGNAL), ssize_t(b.size()));
   }
@@ -412,7 +500,7 @@ class ServerTest : public ::testing::Test {
     while (got < n) {
       ssize_t r = ::recv(fd, b.data() + got, n - got, 0);
       if (r <= 0) {
-        ADD_FAILURE() << "connection closed";
+        ADD_FAILURE() << "connection closed or no reply within 20 s";
         return b;
       }
       got += size_t(r);
@@ -501,6 +589,64 @@ TEST_F(ServerTest, FastZeroWithNoHoleIsNotSupportedRatherThanInvalid) {
   EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
   ASSERT_TRUE(vol_.Read(0, got).ok());
   EXPECT_EQ(got, std::vector<std::byte>(8192));
+  ::close(fd);
+}
+
+// The spec's default minimum block size is 1: a client that did not ask
+// for NBD_INFO_BLOCK_SIZE in NBD_OPT_GO (or used NBD_OPT_EXPORT_NAME) is
+// served at any byte offset and length.
+TEST_F(ServerTest, ClientsWithoutBlockSizesAreServedByteGranular) {
+  int fd = Connect(false);  // NBD_OPT_EXPORT_NAME
+  std::vector<std::byte> data(16384);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(uint8_t(i * 7 + 1));
+  ASSERT_TRUE(vol_.Write(0, data, false).ok());
+  SendRequest(fd, {0, kCmdRead, 1, 1, 511});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(1)));
+  auto got = Recv(fd, 511);
+  EXPECT_EQ(0, std::memcmp(got.data(), data.data() + 1, 511));
+  std::vector<std::byte> three(3, std::byte{0xee});
+  SendRequest(fd, {0, kCmdWrite, 2, 4097, 3}, three);
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(2)));
+  std::memset(data.data() + 4097, 0xee, 3);
+  SendRequest(fd, {0, kCmdWriteZeroes, 3, 7, 10});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
+  std::memset(data.data() + 7, 0, 10);
+  SendRequest(fd, {0, kCmdTrim, 4, 4095, 4098});  // rounds inward: block 1
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(4)));
+  std::memset(data.data() + 4096, 0, 4096);
+  SendRequest(fd, {0, kCmdCache, 5, 3, 5});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(5)));
+  std::vector<std::byte> now(data.size());
+  ASSERT_TRUE(vol_.Read(0, now).ok());
+  EXPECT_EQ(now, data);
+  // Past the end is still refused.
+  SendRequest(fd, {0, kCmdRead, 6, vol_.size_bytes() - 1, 2});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kEInval, uint64_t(6)));
+  ::close(fd);
+
+  uint32_t min_block = 0;
+  fd = ConnectGo(false, &min_block);  // GO without the request: told 1
+  EXPECT_EQ(min_block, 1u);
+  SendRequest(fd, {0, kCmdRead, 7, 1, 511});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(7)));
+  Recv(fd, 511);
+  ::close(fd);
+}
+
+// A client that asked for block sizes in NBD_OPT_GO MUST honour them
+// (spec, "Block size constraints"); ftld keeps enforcing 512.
+TEST_F(ServerTest, ClientsThatAskedForBlockSizesKeepTheMinimum) {
+  uint32_t min_block = 0;
+  int fd = ConnectGo(true, &min_block);
+  EXPECT_EQ(min_block, kMinBlockSize);
+  SendRequest(fd, {0, kCmdRead, 1, 1, 511});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kEInval, uint64_t(1)));
+  std::vector<std::byte> three(3, std::byte{0xee});
+  SendRequest(fd, {0, kCmdWrite, 2, 4097, 3}, three);  // payload drained
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kEInval, uint64_t(2)));
+  SendRequest(fd, {0, kCmdRead, 3, 512, 1024});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
+  Recv(fd, 1024);
   ::close(fd);
 }
 

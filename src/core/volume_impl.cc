@@ -12,10 +12,8 @@
 namespace ftl::core {
 
 absl::Status VolumeImpl::CheckRange(uint64_t offset, uint64_t length, bool is_write) const {
-  if (offset % kSectorSize || length % kSectorSize) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("offset %d and length %d must be multiples of 512", offset, length));
-  }
+  // Any byte offset and length: partial blocks are read-modify-written
+  // (WriteAsync, WriteZeroes), trims round inward, reads copy out.
   uint64_t size = size_bytes();
   if (offset > size || length > size - offset) {
     std::string msg = absl::StrFormat("range [%d, +%d) is past the end of %s (%d bytes)", offset,
