@@ -94,6 +94,40 @@ class Raw:
         self.s.close()
 
 
+def recv_big(s, n):
+    """recv_exact for large payloads (no quadratic bytes concatenation)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = s.recv_into(view[got:])
+        if not k:
+            raise EOFError(f"closed after {got} of {n} bytes")
+        got += k
+    return bytes(buf)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def peak_rss_kib(pid, settle=1.5, timeout=20):
+    """The daemon's RSS once it has stopped growing for `settle` seconds."""
+    peak = rss_kib(pid)
+    changed = time.time()
+    deadline = time.time() + timeout
+    while time.time() < deadline and time.time() - changed < settle:
+        time.sleep(0.1)
+        now = rss_kib(pid)
+        if now > peak + 1024:
+            peak, changed = now, time.time()
+    return max(peak, rss_kib(pid))
+
+
 def still_serves(d):
     import nbd
     h = nbd.NBD()
@@ -245,6 +279,58 @@ def test_nbd_tester_client_oversize_does_not_hang(env):
         err, cookie, got = r.simple_reply(n)
         assert (err, cookie) == (0, i), (n, err, cookie)
         assert got == data[i:i + n], n
+    r.close()
+    still_serves(d)
+    assert d.stop() == 0
+
+
+def test_unread_replies_are_bounded(env):
+    # A client that pipelines big READs and never reads the replies must not
+    # make the daemon hold them all: a connection holds at most 128 MiB of
+    # requests in flight plus replies not yet sent (and 256 requests), then
+    # stops reading requests until the client drains its replies.
+    import nbd
+    d = env.start_ftld(size="1G")
+    pid = d.proc.pid
+    chunk, n = 32 * MiB, 24  # 768 MiB of replies for 672 bytes of requests
+    h = nbd.NBD()
+    h.connect_uri(d.uri())
+    for i in range(n):
+        h.pwrite(struct.pack(">Q", i) * 512, i * chunk + 3 * MiB)
+    h.shutdown()
+    base = rss_kib(pid)
+    r = Raw(d.port)
+    r.send_flags()
+    r.go()
+    for i in range(n):
+        r.request(0, i * chunk, chunk, cookie=i)
+    grown_mib = (peak_rss_kib(pid) - base) / 1024
+    assert grown_mib < 128 + 32 + 48, f"RSS grew by {grown_mib:.0f} MiB"
+    # Every reply arrives, right, once the client reads.
+    r.s.settimeout(60)
+    seen = set()
+    for _ in range(n):
+        magic, error, cookie = struct.unpack(">IIQ", recv_exact(r.s, 16))
+        assert (magic, error) == (SIMPLE_REPLY_MAGIC, 0), (hex(magic), error)
+        data = recv_big(r.s, chunk)
+        assert data[3 * MiB:3 * MiB + 4096] == struct.pack(">Q", cookie) * 512, cookie
+        assert data[:4096] == bytes(4096), cookie
+        seen.add(cookie)
+    assert seen == set(range(n)), seen
+    # Many small READs: the count is bounded too (each reply holds a page).
+    count = 20000
+    base = rss_kib(pid)
+    sender = threading.Thread(target=lambda: r.s.sendall(b"".join(
+        struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, k, (k % 1000) * 4096, 4096)
+        for k in range(count))))
+    sender.start()
+    grown_mib = (peak_rss_kib(pid) - base) / 1024
+    assert grown_mib < 32, f"RSS grew by {grown_mib:.0f} MiB for small replies"
+    for _ in range(count):
+        magic, error, cookie = struct.unpack(">IIQ", recv_exact(r.s, 16))
+        assert error == 0, error
+        recv_exact(r.s, 4096)
+    sender.join(60)
     r.close()
     still_serves(d)
     assert d.stop() == 0
