@@ -11,7 +11,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ftld_testlib import main  # noqa: E402
+from ftld_testlib import main, need_tool  # noqa: E402
 
 MiB = 1 << 20
 NBDMAGIC = 0x4E42444D41474943
@@ -333,6 +333,35 @@ def test_unread_replies_are_bounded(env):
     sender.join(60)
     r.close()
     still_serves(d)
+    assert d.stop() == 0
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_out_of_descriptors_backs_off_quietly(env):
+    # With its descriptors used up, the daemon's accept() fails while
+    # connections wait in the backlog. It must neither spin nor log a line
+    # per failed accept, and it must serve again once descriptors free up.
+    need_tool("prlimit")
+    d = env.start_ftld(size="1G")
+    pid = d.proc.pid
+    limit = len(os.listdir(f"/proc/{pid}/fd")) + 6
+    env.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"])
+    clients = [socket.create_connection(("127.0.0.1", d.port), timeout=10) for _ in range(30)]
+    wait_log(d, "Too many open files")
+    cpu0 = cpu_seconds(pid)
+    time.sleep(3)
+    cpu = cpu_seconds(pid) - cpu0
+    assert cpu < 0.3, f"{cpu:.2f} s of CPU in 3 s while out of descriptors"
+    for c in clients:
+        c.close()
+    still_serves(d)  # bounded: the back-off never waits more than a second
+    lines = [line for line in d.log().splitlines() if "accept" in line.lower()]
+    assert 1 <= len(lines) <= 2, "\n".join(lines[:20]) + f"\n... {len(lines)} lines"
     assert d.stop() == 0
 
 

@@ -7,13 +7,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include "nbd/accept_backoff.h"
 #include "nbd/backing.h"
 #include "nbd/control.h"
 #include "nbd/daemon.h"
@@ -63,6 +67,52 @@ TEST(Errors, MapsEveryStatusOnce) {
   EXPECT_EQ(StatusToNbdError(absl::DataLossError("")), kEIo);
   EXPECT_EQ(StatusToNbdError(absl::InternalError("")), kEIo);
   EXPECT_EQ(StatusToNbdError(absl::UnknownError("")), kEIo);
+}
+
+TEST(AcceptBackoff, WaitsAndLogsOncePerEpisode) {
+  std::ostringstream out;
+  auto log = std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  log->set_level(spdlog::level::info);
+  auto lines = [&] {
+    std::string s = out.str();
+    return std::count(s.begin(), s.end(), '\n');
+  };
+  AcceptBackoff b(log, "listener x");
+  const boost::system::error_code emfile(EMFILE, boost::system::system_category());
+  const boost::system::error_code aborted(ECONNABORTED, boost::system::system_category());
+  // One pending connection's error: at once, quietly (debug level).
+  EXPECT_EQ(b.OnFailure(aborted).count(), 0);
+  EXPECT_FALSE(b.in_episode());
+  EXPECT_EQ(lines(), 0);
+  // Out of descriptors: 50, 100, 200, ... up to 1000 ms; one warning.
+  std::vector<int64_t> waits;
+  for (int i = 0; i < 8; ++i) waits.push_back(b.OnFailure(emfile).count());
+  EXPECT_EQ(waits, (std::vector<int64_t>{50, 100, 200, 400, 800, 1000, 1000, 1000}));
+  EXPECT_TRUE(b.in_episode());
+  EXPECT_EQ(lines(), 1);
+  EXPECT_NE(out.str().find("listener x: accept failed: Too many open files"), std::string::npos)
+      << out.str();
+  b.Succeeded();  // ends the episode: one line
+  EXPECT_EQ(lines(), 2);
+  EXPECT_NE(out.str().find("accepting again after 8 failed accept(s)"), std::string::npos)
+      << out.str();
+  b.Succeeded();  // nothing to end
+  EXPECT_EQ(lines(), 2);
+  // A new episode starts from the first delay again; unknown errors back off
+  // too, so nothing can spin.
+  EXPECT_EQ(b.OnFailure(boost::system::error_code(EINVAL, boost::system::system_category()))
+                .count(),
+            50);
+  EXPECT_EQ(lines(), 3);
+
+  // Failed() waits that long on the caller's executor.
+  asio::io_context io;
+  AcceptBackoff waiter(log, "listener y");
+  auto t0 = std::chrono::steady_clock::now();
+  asio::co_spawn(io, waiter.Failed(emfile), asio::detached);
+  io.run();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, AcceptBackoff::kFirstDelay);
 }
 
 TEST(Handshake, GreetingAndFlags) {
