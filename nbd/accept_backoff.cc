@@ -36,18 +36,21 @@ std::chrono::milliseconds AcceptBackoff::Delay(uint32_t n) {
   return std::min(d, kMaxDelay);
 }
 
-std::chrono::milliseconds AcceptBackoff::OnFailure(const boost::system::error_code& ec) {
+std::chrono::milliseconds AcceptBackoff::OnFailure(const boost::system::error_code& ec,
+                                                   Clock::time_point now) {
   if (IsTransient(ec)) {
     log_->debug("{}: accept failed: {}; retrying", listener_, ec.message());
     return std::chrono::milliseconds(0);
   }
-  if (failures_++ == 0) {
-    episode_start_ = std::chrono::steady_clock::now();
+  if (failures_ == 0) {
+    episode_start_ = now;
     log_->warn("{}: accept failed: {}; pausing new connections (retrying at least every {} ms) "
                "until it works again",
                listener_, ec.message(), kMaxDelay.count());
   }
-  return Delay(failures_);
+  ++failures_;
+  last_failure_ = now;
+  return Delay(++consecutive_);
 }
 
 asio::awaitable<void> AcceptBackoff::Failed(const boost::system::error_code& ec) {
@@ -58,11 +61,10 @@ asio::awaitable<void> AcceptBackoff::Failed(const boost::system::error_code& ec)
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
 }
 
-void AcceptBackoff::Succeeded() {
-  if (failures_ == 0) return;
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                 episode_start_)
-                       .count();
+void AcceptBackoff::Succeeded(Clock::time_point now) {
+  consecutive_ = 0;
+  if (failures_ == 0 || now - last_failure_ < kSettle) return;
+  double seconds = std::chrono::duration<double>(last_failure_ - episode_start_).count();
   log_->info("{}: accepting again after {} failed accept(s) over {:.1f} s", listener_, failures_,
              seconds);
   failures_ = 0;

@@ -78,30 +78,49 @@ TEST(AcceptBackoff, WaitsAndLogsOncePerEpisode) {
     std::string s = out.str();
     return std::count(s.begin(), s.end(), '\n');
   };
+  using std::chrono::milliseconds;
+  auto t = AcceptBackoff::Clock::now();
   AcceptBackoff b(log, "listener x");
   const boost::system::error_code emfile(EMFILE, boost::system::system_category());
   const boost::system::error_code aborted(ECONNABORTED, boost::system::system_category());
   // One pending connection's error: at once, quietly (debug level).
-  EXPECT_EQ(b.OnFailure(aborted).count(), 0);
+  EXPECT_EQ(b.OnFailure(aborted, t).count(), 0);
   EXPECT_FALSE(b.in_episode());
   EXPECT_EQ(lines(), 0);
   // Out of descriptors: 50, 100, 200, ... up to 1000 ms; one warning.
   std::vector<int64_t> waits;
-  for (int i = 0; i < 8; ++i) waits.push_back(b.OnFailure(emfile).count());
+  for (int i = 0; i < 8; ++i) {
+    if (i > 0) t += milliseconds(waits.back());  // the loop waited that long
+    waits.push_back(b.OnFailure(emfile, t).count());
+  }
   EXPECT_EQ(waits, (std::vector<int64_t>{50, 100, 200, 400, 800, 1000, 1000, 1000}));
   EXPECT_TRUE(b.in_episode());
   EXPECT_EQ(lines(), 1);
   EXPECT_NE(out.str().find("listener x: accept failed: Too many open files"), std::string::npos)
       << out.str();
-  b.Succeeded();  // ends the episode: one line
+  // At the limit while clients come and go: successes and failures
+  // alternate. The back-off restarts after each success, the episode goes
+  // on, and nothing more is logged.
+  for (int i = 0; i < 20; ++i) {
+    t += milliseconds(100);
+    b.Succeeded(t);
+    EXPECT_EQ(b.OnFailure(emfile, t).count(), 50);
+  }
+  EXPECT_TRUE(b.in_episode());
+  EXPECT_EQ(lines(), 1);
+  // An accept that works a second after the last failure ends it: one line.
+  b.Succeeded(t + milliseconds(999));
+  EXPECT_EQ(lines(), 1);
+  b.Succeeded(t + milliseconds(1000));
+  EXPECT_FALSE(b.in_episode());
   EXPECT_EQ(lines(), 2);
-  EXPECT_NE(out.str().find("accepting again after 8 failed accept(s)"), std::string::npos)
+  EXPECT_NE(out.str().find("accepting again after 28 failed accept(s)"), std::string::npos)
       << out.str();
-  b.Succeeded();  // nothing to end
+  b.Succeeded(t + milliseconds(2000));  // nothing to end
   EXPECT_EQ(lines(), 2);
-  // A new episode starts from the first delay again; unknown errors back off
-  // too, so nothing can spin.
-  EXPECT_EQ(b.OnFailure(boost::system::error_code(EINVAL, boost::system::system_category()))
+  // Unknown errors back off too, so nothing can spin.
+  EXPECT_EQ(b.OnFailure(boost::system::error_code(EINVAL, boost::system::system_category()),
+                        t + milliseconds(3000))
                 .count(),
             50);
   EXPECT_EQ(lines(), 3);
