@@ -1,5 +1,6 @@
 #include "nbd/connection.h"
 
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <sched.h>
@@ -357,20 +358,23 @@ asio::awaitable<void> Connection::Serve() {
   const TransmissionContext ctx{.size = volume_->size_bytes(),
                                 .read_only = e.effective_read_only(),
                                 .structured_replies = negotiation_.structured_replies,
-                                .base_allocation = negotiation_.base_allocation};
-  env_.log->info("{}: opened export '{}'{}{}", Prefix(), e.name,
+                                .base_allocation = negotiation_.base_allocation,
+                                .min_block_size = negotiation_.min_block_size()};
+  env_.log->info("{}: opened export '{}'{}{}{}", Prefix(), e.name,
                  ctx.structured_replies ? " with structured replies" : "",
+                 ctx.min_block_size > 1 ? "" : ", byte-granular (no block sizes agreed)",
                  ctx.read_only ? " (read-only)" : "");
 
   error_code ec;
   std::array<std::byte, kRequestSize> raw;
   for (;;) {
-    if (inflight_ >= kMaxInflightRequests || inflight_bytes_ >= kMaxInflightBytes)
-      SubmitPendingWrites();
-    while (!stopping_ && !closed_ &&
-           (inflight_ >= kMaxInflightRequests || inflight_bytes_ >= kMaxInflightBytes)) {
+    if (Full()) SubmitPendingWrites();
+    // Back-pressure: read no more requests until replies have left.
+    while (!stopping_ && !closed_ && Full()) {
+      waiting_for_room_ = true;
       co_await WaitForWake();
     }
+    waiting_for_room_ = false;
     if (stopping_ || closed_) break;
     // Keep collecting writes only while the next request is already here.
     if (!pending_writes_.empty() &&
@@ -590,6 +594,8 @@ void Connection::FinishBlockStatus(const Request& r,
 
 void Connection::Queue(Out out) {
   if (closed_) return;
+  ++queued_replies_;
+  queued_bytes_ += out.head.size() + out.data_len;
   queue_.push_back(std::move(out));
   // Replies finished together leave in one gather write: the flush runs
   // after the completions already posted to the strand (or earlier, when
@@ -603,15 +609,26 @@ void Connection::Queue(Out out) {
   }
 }
 
+void Connection::Release(const Out& out) {
+  // Invariant: every released reply was counted by Queue.
+  assert(queued_replies_ > 0 && queued_bytes_ >= out.head.size() + out.data_len);
+  --queued_replies_;
+  queued_bytes_ -= out.head.size() + out.data_len;
+  if (waiting_for_room_ && !Full()) Wake();
+}
+
 void Connection::FlushReplies() {
   if (writing_.empty() && !queue_.empty()) WriteMore();
 }
 
 void Connection::WriteMore() {
   for (;;) {
+    // The batch in writing_ has been sent (or the socket is closed).
+    for (const Out& o : writing_) Release(o);
     writing_.clear();
     gather_.clear();
     if (closed_ || queue_.empty()) {
+      for (const Out& o : queue_) Release(o);
       queue_.clear();
       Wake();
       return;

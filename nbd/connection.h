@@ -7,8 +7,11 @@
 // Volume::WriteAsync, everything else on the shared worker pool) and its
 // completion is posted back to the strand, which queues the reply. Replies
 // go out in completion order (out of order w.r.t. requests), batched into
-// one gather write. In-flight requests are bounded per connection
-// (kMaxInflightRequests, kMaxInflightBytes): the reader waits when over.
+// one gather write. What a connection holds is bounded (kMaxHeldRequests,
+// kMaxHeldBytes): requests in flight plus replies queued or being written,
+// so a client that pipelines reads and never reads the replies cannot make
+// the daemon buffer them. When over, the reader stops reading requests
+// until replies have left (as nbdkit does).
 // Lifetime: owned by shared_ptr; completions hold a reference, so the
 // object outlives every request it started.
 
@@ -31,8 +34,12 @@
 
 namespace ftl::nbd {
 
-inline constexpr size_t kMaxInflightRequests = 256;
-inline constexpr size_t kMaxInflightBytes = 128u << 20;
+// Per connection: requests in flight plus replies not yet sent, and their
+// bytes (READ/WRITE data in flight, then reply headers and data). The
+// reader admits a request while under both, so the bytes may exceed
+// kMaxHeldBytes by one request (at most kMaxPayload).
+inline constexpr size_t kMaxHeldRequests = 256;
+inline constexpr size_t kMaxHeldBytes = 128u << 20;
 // Writes collected before they are handed to the volume as one batch.
 inline constexpr size_t kMaxPendingWrites = 64;
 // Reads up to this size run inline on the connection's strand.
@@ -126,6 +133,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void FinishBlockStatus(const Request& r, absl::StatusOr<std::vector<Descriptor>> result);
   void Retire(const Request& r);
   void Queue(Out out);
+  // A queued reply left (or will never leave: the socket closed).
+  void Release(const Out& out);
+  // True while the connection holds as much as it may (see kMaxHeldBytes).
+  bool Full() const {
+    return inflight_ + queued_replies_ >= kMaxHeldRequests ||
+           inflight_bytes_ + queued_bytes_ >= kMaxHeldBytes;
+  }
   void WriteMore();
   // Starts writing queued replies unless a write is under way.
   void FlushReplies();
@@ -153,6 +167,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool negotiated_ = false;
   size_t inflight_ = 0;
   size_t inflight_bytes_ = 0;
+  // Replies in queue_ and writing_, and their bytes (head + data).
+  size_t queued_replies_ = 0;
+  size_t queued_bytes_ = 0;
+  // The reader waits for Full() to end.
+  bool waiting_for_room_ = false;
   std::vector<Volume::AsyncWrite> pending_writes_;
   // Transmission-phase receive buffer: [rpos_, rend_) of rbuf_ is received
   // and not parsed yet. One recv usually brings many requests, so a request

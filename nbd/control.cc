@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "nbd/accept_backoff.h"
 #include "nbd/errors.h"
 #include "util/logging.h"
 
@@ -215,37 +216,19 @@ void ControlServer::Stop() {
 }
 
 asio::awaitable<void> ControlServer::AcceptLoop() {
-  constexpr auto kFirstDelay = std::chrono::milliseconds(10);
-  constexpr auto kMaxDelay = std::chrono::seconds(1);
-  std::chrono::milliseconds delay{0};
-  uint64_t failures = 0;  // in the current episode
+  // Out of descriptors: back off and log once per episode (accept_backoff.h).
+  AcceptBackoff backoff(log_, absl::StrCat("control socket ", path_));
   for (;;) {
     asio::local::stream_protocol::socket socket(asio::make_strand(io_));
     error_code ec;
     co_await acceptor_->async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
-    if (ec == asio::error::connection_aborted || ec == asio::error::interrupted ||
-        ec == asio::error::try_again) {
-      continue;  // that client gave up, or a spurious wake-up: nothing queued
-    }
     if (ec) {
-      if (failures++ == 0) {
-        log_->warn("control accept failed: {}; retrying with back-off (logged again when it "
-                   "recovers)",
-                   ec.message());
-      }
-      delay = delay.count() == 0 ? kFirstDelay
-                                 : std::min<std::chrono::milliseconds>(delay * 2, kMaxDelay);
-      asio::steady_timer wait(acceptor_->get_executor(), delay);
-      co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      co_await backoff.Failed(ec);
       if (!acceptor_->is_open()) co_return;
       continue;
     }
-    if (failures > 0) {
-      log_->info("control accept works again after {} failed attempt(s)", failures);
-      failures = 0;
-      delay = std::chrono::milliseconds(0);
-    }
+    backoff.Succeeded();
     auto ex = socket.get_executor();
     asio::co_spawn(ex, Session(this, std::move(socket)), asio::detached);
   }

@@ -39,7 +39,8 @@ int EnvInt(const char* name, int fallback, int min = 1) {
   return s != nullptr && absl::SimpleAtoi(s, &v) && v >= min ? v : fallback;
 }
 
-// The primary volume under its export name and "", other volumes by name.
+}  // namespace
+
 absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* exports) {
   Volume* primary = pool.PrimaryVolume();
   if (primary == nullptr) return absl::InternalError("the pool has no primary volume");
@@ -54,7 +55,7 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
                     .description = absl::StrCat("ftld volume ", primary->name(), " (default)"),
                     .volume = primary,
                     .read_only = o.read_only,
-                    .listed = false});
+                    .listed = true});
   if (!s.ok()) return s;
   for (const std::string& name : pool.VolumeNames()) {
     Volume* v = pool.GetVolume(name);
@@ -77,6 +78,7 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
   return absl::OkStatus();
 }
 
+namespace {
 // NBD has no authentication, and without TLS (which ftld does not offer)
 // no encryption either: whoever reaches a TCP listener can read and
 // overwrite every export. Warns unless `bind` is a loopback address (an

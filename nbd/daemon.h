@@ -9,12 +9,20 @@
 #include <vector>
 #include <string>
 
+#include "absl/status/status.h"
+#include "ftl/pool.h"
 #include "nbd/daemon_options.h"
+#include "nbd/exports.h"
 
 namespace ftl::nbd {
 
 // Runs ftld; returns the process exit code. Errors are printed as one line
 // "ftld: error: ..." on stderr.
 int RunDaemon(const std::vector<std::string>& args);
+
+// The exports of a pool: the primary volume under its export name
+// (--export, default its volume name) and as "", the default export; every
+// other volume under its own name. All are listed by NBD_OPT_LIST.
+absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* exports);
 
 }  // namespace ftl::nbd

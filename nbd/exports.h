@@ -24,7 +24,7 @@ struct Export {
   std::string description;  // NBD_INFO_DESCRIPTION and NBD_OPT_LIST
   Volume* volume = nullptr;
   bool read_only = false;   // forced read-only (the volume may also be)
-  bool listed = true;       // shown by NBD_OPT_LIST (the "" alias is not)
+  bool listed = true;       // shown by NBD_OPT_LIST (ftld's all are, "" too)
 
   bool effective_read_only() const { return read_only || volume->read_only(); }
 };

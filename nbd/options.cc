@@ -31,11 +31,11 @@ void AppendInfoString(std::vector<std::byte>* out, uint32_t option, uint16_t ite
   AppendOptionReply(out, option, kRepInfo, d);
 }
 
-void AppendInfoBlockSize(std::vector<std::byte>* out, uint32_t option) {
+void AppendInfoBlockSize(std::vector<std::byte>* out, uint32_t option, uint32_t min_block) {
   std::vector<std::byte> d;
   BeWriter w(&d);
   w.U16(kInfoBlockSize);
-  w.U32(kMinBlockSize);
+  w.U32(min_block);
   w.U32(kPreferredBlockSize);
   w.U32(kMaxPayload);
   AppendOptionReply(out, option, kRepInfo, d);
@@ -56,17 +56,24 @@ OptionResult HandleInfoOrGo(uint32_t option, std::span<const std::byte> data,
   if (!e) return Error(option, kRepErrUnknown, absl::StrCat("no export named '", req->name, "'"));
 
   OptionResult r;
+  bool block_sizes_requested = false;
   for (uint16_t item : req->items) {
     if (item == kInfoName) AppendInfoString(&r.reply, option, kInfoName, e->name);
     if (item == kInfoDescription && !e->description.empty()) {
       AppendInfoString(&r.reply, option, kInfoDescription, e->description);
     }
+    block_sizes_requested |= item == kInfoBlockSize;
   }
-  // Block sizes are sent unasked: ftld enforces them.
-  AppendInfoBlockSize(&r.reply, option);
+  // Block sizes are always sent. The minimum is what the transmission phase
+  // will enforce: 512 for a GO that asked for them (the client must honour
+  // them), 1 for a GO that did not (the spec's default). INFO answers with
+  // what a GO asking for them would get, as qemu-nbd does.
+  const bool binding = option == kOptInfo || block_sizes_requested;
+  AppendInfoBlockSize(&r.reply, option, binding ? kMinBlockSize : kDefaultMinBlockSize);
   AppendInfoExport(&r.reply, option, *e, n->structured_replies);
   AppendOptionReply(&r.reply, option, kRepAck);
   if (option == kOptGo) {
+    n->block_sizes_agreed = block_sizes_requested;
     if (n->meta_volume != e->volume) n->base_allocation = false;
     n->chosen = std::move(e);
     r.outcome = OptionOutcome::kTransmission;

@@ -51,9 +51,18 @@ absl::StatusOr<MetaContextRequest> ParseMetaContextRequest(std::span<const std::
 struct Negotiation {
   bool no_zeroes = false;
   bool structured_replies = false;
+  // NBD_OPT_GO asked for NBD_INFO_BLOCK_SIZE: the client MUST honour the
+  // block sizes it was sent (spec, "Block size constraints").
+  bool block_sizes_agreed = false;
   bool base_allocation = false;           // selected by SET_META_CONTEXT
   const Volume* meta_volume = nullptr;    // the export it was selected for
   std::optional<Export> chosen;           // set when entering transmission
+
+  // The alignment requests must have in transmission: kMinBlockSize for a
+  // client that agreed to block sizes, otherwise 1 (any byte).
+  uint32_t min_block_size() const {
+    return block_sizes_agreed ? kMinBlockSize : kDefaultMinBlockSize;
+  }
 };
 
 enum class OptionOutcome {

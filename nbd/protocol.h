@@ -136,8 +136,11 @@ inline constexpr uint32_t kEOverflow = 75;
 inline constexpr uint32_t kENotSup = 95;
 inline constexpr uint32_t kEShutdown = 108;
 
-// Block size constraints advertised in NBD_INFO_BLOCK_SIZE and enforced.
+// Block size constraints advertised in NBD_INFO_BLOCK_SIZE. kMinBlockSize
+// binds only clients that asked for NBD_INFO_BLOCK_SIZE in NBD_OPT_GO; the
+// others get the spec's default minimum of 1 (docs/decisions.md).
 inline constexpr uint32_t kMinBlockSize = 512;
+inline constexpr uint32_t kDefaultMinBlockSize = 1;
 inline constexpr uint32_t kPreferredBlockSize = 4096;
 inline constexpr uint32_t kMaxPayload = 32u << 20;
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "nbd/accept_backoff.h"
 #include "util/logging.h"
 
 namespace ftl::nbd {
@@ -72,11 +73,14 @@ void Server::Start() {
   work_.emplace(io_.get_executor());
   if (tcp_) {
     log_->info("NBD listening on {}:{}", options_.bind, tcp_port_);
-    asio::co_spawn(io_, AcceptLoop(*tcp_), asio::detached);
+    asio::co_spawn(io_,
+                   AcceptLoop(*tcp_, absl::StrCat("NBD listener ", options_.bind, ":", tcp_port_)),
+                   asio::detached);
   }
   if (unix_) {
     log_->info("NBD listening on unix:{}", options_.unix_path);
-    asio::co_spawn(io_, AcceptLoop(*unix_), asio::detached);
+    asio::co_spawn(io_, AcceptLoop(*unix_, absl::StrCat("NBD listener unix:", options_.unix_path)),
+                   asio::detached);
   }
   for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
     threads_.emplace_back([this] { io_.run(); });
@@ -84,21 +88,19 @@ void Server::Start() {
 }
 
 template <typename Acceptor>
-asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor) {
+asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor, std::string name) {
+  AcceptBackoff backoff(log_, std::move(name));
   for (;;) {
     Socket socket(asio::make_strand(io_));
     error_code ec;
     co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
-      log_->warn("accept failed: {}", ec.message());
-      if (ec == asio::error::no_descriptors) {
-        // Out of file descriptors: back off instead of spinning.
-        asio::steady_timer t(io_, std::chrono::milliseconds(100));
-        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      }
+      // Out of descriptors or memory: wait, and log once per episode.
+      co_await backoff.Failed(ec);
       continue;
     }
+    backoff.Succeeded();
     std::shared_ptr<Connection> c;
     {
       absl::MutexLock lock(&mu_);

@@ -65,8 +65,9 @@ class Server {
   const ServerOptions& options() const { return options_; }
 
  private:
+  // `name` labels the listener in log lines.
   template <typename Acceptor>
-  asio::awaitable<void> AcceptLoop(Acceptor& acceptor);
+  asio::awaitable<void> AcceptLoop(Acceptor& acceptor, std::string name);
   static asio::awaitable<void> RunConnection(Server* server, std::shared_ptr<Connection> c,
                                              uint64_t id);
   void Unregister(uint64_t id);

@@ -72,9 +72,6 @@ absl::Status ValidateRequest(const Request& r, const TransmissionContext& ctx) {
     return absl::InvalidArgumentError(absl::StrCat("flags 0x", absl::Hex(bad),
                                                    " not valid for ", name));
   }
-  if ((r.flags & kCmdFlagFastZero) && (r.flags & kCmdFlagNoHole)) {
-    return absl::InvalidArgumentError("FAST_ZERO with NO_HOLE");
-  }
   if (r.type == kCmdFlush) {
     if (r.offset != 0 || r.length != 0) {
       return absl::InvalidArgumentError("FLUSH with non-zero offset or length");
@@ -92,9 +89,10 @@ absl::Status ValidateRequest(const Request& r, const TransmissionContext& ctx) {
     return absl::PermissionDeniedError(absl::StrCat(name, " on a read-only export"));
   }
   if (r.length == 0) return absl::InvalidArgumentError(absl::StrCat(name, " of zero bytes"));
-  if (r.offset % kMinBlockSize != 0 || r.length % kMinBlockSize != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " not aligned to ", kMinBlockSize, " bytes"));
+  if (r.offset % ctx.min_block_size != 0 || r.length % ctx.min_block_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " of ", r.length, " bytes at ", r.offset, " not aligned to the ",
+        ctx.min_block_size, "-byte minimum block size the client agreed to"));
   }
   if (r.offset > ctx.size || r.length > ctx.size - r.offset) {
     std::string msg = absl::StrCat(name, " of ", r.length, " bytes at ", r.offset,

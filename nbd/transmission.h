@@ -36,6 +36,9 @@ struct TransmissionContext {
   bool read_only = false;
   bool structured_replies = false;
   bool base_allocation = false;
+  // Offsets and lengths must be multiples of this (Negotiation::
+  // min_block_size(): 512 if the client agreed to block sizes, else 1).
+  uint32_t min_block_size = kMinBlockSize;
 };
 
 // True if the request is followed by `length` payload bytes on the wire,
@@ -44,12 +47,15 @@ inline bool HasPayload(const Request& r) { return r.type == kCmdWrite; }
 
 // OK, or the status whose NBD error (errors.h) the client gets:
 //   InvalidArgument: unknown command, flag not valid for the command, zero
-//     length, offset/length not multiples of 512, READ/WRITE over 32 MiB,
+//     length, offset/length not multiples of ctx.min_block_size, READ/WRITE
+//     over 32 MiB (for every client: the spec's interoperable maximum),
 //     non-zero FLUSH fields, BLOCK_STATUS without base:allocation, ranges
 //     past the end for READ/TRIM/CACHE/BLOCK_STATUS;
 //   OutOfRange (ENOSPC): WRITE/WRITE_ZEROES past the end;
 //   PermissionDenied: WRITE/TRIM/WRITE_ZEROES on a read-only export.
-// DISC is always OK (offset and length are ignored).
+// DISC is always OK (offset and length are ignored). WRITE_ZEROES may carry
+// FAST_ZERO and NO_HOLE together: whether that can be fast is the volume's
+// call (Unimplemented -> ENOTSUP), not a validation error.
 absl::Status ValidateRequest(const Request& r, const TransmissionContext& ctx);
 
 // Executes a validated request that has no payload in either direction

@@ -1,9 +1,9 @@
 // Crash tests (DESIGN.md §6 tier 2). A worker thread runs random writes
-// (sub-block ones too), trims, write-zeroes and flushes against a pool on
-// FaultMedia while the cleaner runs; the main thread crashes the media at a
-// random moment, applies a random crash plan (drop unsynced writes, keep a
-// prefix or a random subset, tear one at 512-byte granularity), reopens and
-// checks the volume against a reference model:
+// (sub-block and byte-granular ones too), trims, write-zeroes and flushes
+// against a pool on FaultMedia while the cleaner runs; the main thread
+// crashes the media at a random moment, applies a random crash plan (drop
+// unsynced writes, keep a prefix or a random subset, tear one at 512-byte
+// granularity), reopens and checks the volume against a reference model:
 //  - everything flushed before the crash reads back exactly;
 //  - the image equals the model after some prefix of the atomic units issued
 //    since the last flush, so every write request reads back entirely old
@@ -71,7 +71,7 @@ class Model {
       if (k == pending_.size()) return -1;
       const Unit& u = pending_[k];
       Apply(s, u);
-      for (uint64_t sec = u.off / kSector; sec < (u.off + u.len) / kSector; ++sec) {
+      for (uint64_t sec = u.off / kSector; sec < (u.off + u.len + kSector - 1) / kSector; ++sec) {
         uint8_t now = std::memcmp(&s[sec * kSector], &image[sec * kSector], kSector) != 0;
         mismatched = mismatched - bad[sec] + now;
         bad[sec] = now;
@@ -124,6 +124,11 @@ struct Worker {
       if (rng() % 2) len = (len + kBlockSize - 1) / kBlockSize * kBlockSize;
       uint64_t off = (rng() % sectors) * kSector;
       if (rng() % 2) off = off / kBlockSize * kBlockSize;
+      if (rng() % 8 == 0) {
+        // Byte-granular (NBD clients that negotiated no block size).
+        off = rng() % size;
+        len = 1 + rng() % (rng() % 2 ? 1000 : max_len);
+      }
       if (off + len > size) len = size - off;
       if (len == 0) continue;
       absl::Status s;

@@ -11,7 +11,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ftld_testlib import main  # noqa: E402
+from ftld_testlib import main, need_tool  # noqa: E402
 
 MiB = 1 << 20
 NBDMAGIC = 0x4E42444D41474943
@@ -74,6 +74,12 @@ class Raw:
                 return size
             assert rtype < 0x80000000, (rtype, data)
 
+    def export_name(self, name=b""):
+        """NBD_OPT_EXPORT_NAME (flags 3: no zeroes); returns the size."""
+        self.option(1, name)
+        size, _ = struct.unpack(">QH", recv_exact(self.s, 10))
+        return size
+
     def request(self, cmd, offset, length, flags=0, cookie=1, payload=b""):
         self.s.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, flags, cmd, cookie, offset, length)
                        + payload)
@@ -86,6 +92,40 @@ class Raw:
 
     def close(self):
         self.s.close()
+
+
+def recv_big(s, n):
+    """recv_exact for large payloads (no quadratic bytes concatenation)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = s.recv_into(view[got:])
+        if not k:
+            raise EOFError(f"closed after {got} of {n} bytes")
+        got += k
+    return bytes(buf)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def peak_rss_kib(pid, settle=1.5, timeout=20):
+    """The daemon's RSS once it has stopped growing for `settle` seconds."""
+    peak = rss_kib(pid)
+    changed = time.time()
+    deadline = time.time() + timeout
+    while time.time() < deadline and time.time() - changed < settle:
+        time.sleep(0.1)
+        now = rss_kib(pid)
+        if now > peak + 1024:
+            peak, changed = now, time.time()
+    return max(peak, rss_kib(pid))
 
 
 def still_serves(d):
@@ -167,7 +207,7 @@ def test_options_stay_in_sync(env):
             break
         n = struct.unpack(">I", data[:4])[0]
         names.append(data[4:4 + n])
-    assert names == [b"ftl0"], names
+    assert names == [b"ftl0", b""], names
     size = r.go(b"")
     assert size and size > 0
     r.request(0, 0, 4096)
@@ -213,6 +253,119 @@ def test_oversize_and_unknown_requests(env):
     wait_log(d, "request without the NBD request magic; closing")
     r.close()
     still_serves(d)
+    assert d.stop() == 0
+
+
+def test_nbd_tester_client_oversize_does_not_hang(env):
+    # nbd-tester-client -o: READs of 1 MiB, 1 MiB + 14 and 2 MiB + 28 bytes
+    # over NBD_OPT_EXPORT_NAME with simple replies, reading `length` data
+    # bytes after every reply header, errors included. A client that agreed
+    # to no block sizes is served at any length, so nothing hangs; before,
+    # the EINVAL for the unaligned lengths came without data and the client
+    # waited forever.
+    import nbd
+    d = env.start_ftld(size="1G")
+    h = nbd.NBD()
+    h.connect_uri(d.uri())
+    data = os.urandom(3 * MiB)
+    h.pwrite(data, 0)
+    h.shutdown()
+    r = Raw(d.port)
+    r.s.settimeout(20)
+    r.send_flags()
+    assert r.export_name() > 3 * MiB
+    for i, n in enumerate([MiB, MiB + 14, 2 * MiB + 28]):
+        r.request(0, i, n, cookie=i)
+        err, cookie, got = r.simple_reply(n)
+        assert (err, cookie) == (0, i), (n, err, cookie)
+        assert got == data[i:i + n], n
+    r.close()
+    still_serves(d)
+    assert d.stop() == 0
+
+
+def test_unread_replies_are_bounded(env):
+    # A client that pipelines big READs and never reads the replies must not
+    # make the daemon hold them all: a connection holds at most 128 MiB of
+    # requests in flight plus replies not yet sent (and 256 requests), then
+    # stops reading requests until the client drains its replies.
+    import nbd
+    d = env.start_ftld(size="1G")
+    pid = d.proc.pid
+    chunk, n = 32 * MiB, 24  # 768 MiB of replies for 672 bytes of requests
+    h = nbd.NBD()
+    h.connect_uri(d.uri())
+    for i in range(n):
+        h.pwrite(struct.pack(">Q", i) * 512, i * chunk + 3 * MiB)
+    h.shutdown()
+    base = rss_kib(pid)
+    r = Raw(d.port)
+    r.send_flags()
+    r.go()
+    for i in range(n):
+        r.request(0, i * chunk, chunk, cookie=i)
+    grown_mib = (peak_rss_kib(pid) - base) / 1024
+    assert grown_mib < 128 + 32 + 48, f"RSS grew by {grown_mib:.0f} MiB"
+    # Every reply arrives, right, once the client reads.
+    r.s.settimeout(60)
+    seen = set()
+    for _ in range(n):
+        magic, error, cookie = struct.unpack(">IIQ", recv_exact(r.s, 16))
+        assert (magic, error) == (SIMPLE_REPLY_MAGIC, 0), (hex(magic), error)
+        data = recv_big(r.s, chunk)
+        assert data[3 * MiB:3 * MiB + 4096] == struct.pack(">Q", cookie) * 512, cookie
+        assert data[:4096] == bytes(4096), cookie
+        seen.add(cookie)
+    assert seen == set(range(n)), seen
+    # Many small READs: the count is bounded too (each reply holds a page).
+    count = 20000
+    base = rss_kib(pid)
+    sender = threading.Thread(target=lambda: r.s.sendall(b"".join(
+        struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, k, (k % 1000) * 4096, 4096)
+        for k in range(count))))
+    sender.start()
+    grown_mib = (peak_rss_kib(pid) - base) / 1024
+    assert grown_mib < 32, f"RSS grew by {grown_mib:.0f} MiB for small replies"
+    for _ in range(count):
+        magic, error, cookie = struct.unpack(">IIQ", recv_exact(r.s, 16))
+        assert error == 0, error
+        recv_exact(r.s, 4096)
+    sender.join(60)
+    r.close()
+    still_serves(d)
+    assert d.stop() == 0
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_out_of_descriptors_backs_off_quietly(env):
+    # With its descriptors used up, the daemon's accept() fails while
+    # connections wait in the backlog. It must neither spin nor log a line
+    # per failed accept, and it must serve again once descriptors free up.
+    need_tool("prlimit")
+    d = env.start_ftld(size="1G")
+    pid = d.proc.pid
+    limit = len(os.listdir(f"/proc/{pid}/fd")) + 6
+    env.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"])
+    clients = [socket.create_connection(("127.0.0.1", d.port), timeout=10) for _ in range(30)]
+    wait_log(d, "Too many open files")
+    cpu0 = cpu_seconds(pid)
+    time.sleep(3)
+    cpu = cpu_seconds(pid) - cpu0
+    assert cpu < 0.3, f"{cpu:.2f} s of CPU in 3 s while out of descriptors"
+    for c in clients:
+        c.close()
+    still_serves(d)  # bounded: the back-off never waits more than a second
+    time.sleep(1.2)
+    still_serves(d)  # a second after the last failure: the episode ends
+    lines = [line for line in d.log().splitlines() if "accept" in line.lower()]
+    assert len(lines) == 2, "\n".join(lines[:20]) + f"\n... {len(lines)} lines"
+    assert "accept failed: Too many open files" in lines[0], lines
+    assert "accepting again after" in lines[1], lines
     assert d.stop() == 0
 
 

@@ -47,7 +47,10 @@ def test_nbdinfo_list(env):
     d = env.start_ftld(size="1G", args=["--export", "disk"])
     out = json.loads(env.run(["nbdinfo", "--list", "--json", d.uri()]).stdout)
     names = [e["export-name"] for e in out["exports"]]
-    assert names == ["disk"], names
+    assert names == ["disk", ""], names  # the default export is listed too
+    default = out["exports"][1]
+    assert default["description"] == "ftld volume ftl0 (default)", default
+    assert default["export-size"] == out["exports"][0]["export-size"], out
     r = env.run(["nbdinfo", "--json", d.uri("nope")], check=False)
     assert r.returncode != 0
     assert d.stop() == 0
@@ -163,6 +166,84 @@ def test_libnbd_errors_strict_off(env):
     assert ro.stop() == 0
 
 
+def test_libnbd_byte_granular_without_block_sizes(env):
+    # A client that does not ask for NBD_INFO_BLOCK_SIZE agrees to no block
+    # sizes: ftld advertises (and enforces) the spec's default minimum of 1
+    # and serves any byte offset and length. Random requests against a model,
+    # then the flushed state across kill -9.
+    import random
+    import nbd
+    d = env.start_ftld(size="1G")
+    span = 2 * MiB + 3
+    h = nbd.NBD()
+    h.set_request_block_size(False)
+    h.add_meta_context("base:allocation")
+    h.connect_uri(d.uri())
+    assert h.get_block_size(nbd.SIZE_MINIMUM) == 1, h.get_block_size(nbd.SIZE_MINIMUM)
+    h.set_strict_mode(0)
+    model = bytearray(span)
+    rng = random.Random(7)
+    h.pwrite(bytes(range(256)) * 8, 0)
+    model[0:2048] = bytes(range(256)) * 8
+    assert h.pread(511, 1) == bytes(model[1:512])
+    for i in range(600):
+        off = rng.randrange(span)
+        n = 1 + rng.randrange(min(span - off, 3000 if rng.random() < 0.8 else 200000))
+        op = rng.randrange(10)
+        if op < 4:
+            data = os.urandom(n)
+            h.pwrite(data, off, nbd.CMD_FLAG_FUA if rng.random() < 0.1 else 0)
+            model[off:off + n] = data
+        elif op < 6:
+            h.zero(n, off, nbd.CMD_FLAG_NO_HOLE if rng.random() < 0.5 else 0)
+            model[off:off + n] = bytes(n)
+        elif op < 7:
+            h.trim(n, off)
+            first, end = (off + 4095) // 4096 * 4096, (off + n) // 4096 * 4096
+            if first < end:
+                model[first:end] = bytes(end - first)
+        elif op < 9:
+            assert h.pread(n, off) == bytes(model[off:off + n]), (i, off, n)
+        else:
+            h.cache(n, off)
+            seen = []
+            h.block_status(n, off, lambda ctx, o, ents, err: seen.append(list(ents)))
+            pos = off
+            ents = seen[0]
+            for k in range(0, len(ents), 2):
+                length, flags = ents[k], ents[k + 1]
+                assert length > 0, ents
+                if flags & 2:  # reads as zeros
+                    assert model[pos:pos + length] == bytes(length), (off, n, ents)
+                pos += length
+            assert off < pos <= off + n, (off, n, ents)
+    assert h.pread(span, 0) == bytes(model)
+    h.flush()
+    h.shutdown()
+    assert "byte-granular (no block sizes agreed)" in d.log()
+    # Crash: everything acknowledged before the flush is there.
+    d.kill9()
+    d2 = env.ftld_process(backing=d.backing).start()
+    h = nbd_handle(d2.uri(), meta=False)  # asks for block sizes: 512
+    assert h.get_block_size(nbd.SIZE_MINIMUM) == 512
+    assert h.pread(span - 3, 0) == bytes(model[:span - 3])
+    # ... and a client that agreed to 512 gets EINVAL for what it promised
+    # not to send.
+    h.set_strict_mode(0)
+    try:
+        h.pread(511, 1)
+        raise AssertionError("unaligned read by a client that agreed to 512 succeeded")
+    except nbd.Error as e:
+        assert e.errno == "EINVAL", e
+    h.shutdown()
+    # nbdsh, the same way.
+    path = {**os.environ, "PATH": "/usr/bin:" + os.environ.get("PATH", "")}
+    r = env.run(["nbdsh", "-c", "h.set_request_block_size(False)", "-u", d2.uri(),
+                 "-c", "h.set_strict_mode(0)", "-c", "print(h.pread(3, 1).hex())"], env=path)
+    assert r.stdout.strip() == bytes(model[1:4]).hex(), r.stdout + r.stderr
+    assert d2.stop() == 0
+
+
 def test_nbdcopy_256m(env):
     need_tool("nbdcopy")
     d = env.start_ftld(size="1G")
@@ -225,6 +306,27 @@ def test_qemu_io_patterns(env):
         args += ["-c", c]
     r = env.run(args + [uri])
     assert "Pattern verification failed" not in r.stdout + r.stderr, r.stdout
+    assert d.stop() == 0
+
+
+def test_qemu_io_fast_zero(env):
+    # qemu-io 'write -z -n' sends WRITE_ZEROES with FAST_ZERO|NO_HOLE: valid
+    # per the spec; ftld cannot make allocated zeros fast, so it answers
+    # ENOTSUP (qemu's signal to fall back), never EINVAL. With -u (trim
+    # allowed) it is fast and works.
+    need_tool("qemu-io")
+    d = env.start_ftld(size="1G")
+    uri = d.uri()
+    env.run(["qemu-io", "-f", "raw", "-c", "write -P 0x66 0 256k", uri])
+    r = env.run(["qemu-io", "-f", "raw", "-c", "write -z -n 0 64k", uri], check=False)
+    out = r.stdout + r.stderr
+    assert "Invalid argument" not in out, out
+    assert "Operation not supported" in out, out
+    r = env.run(["qemu-io", "-f", "raw", "-c", "read -P 0x66 0 256k", uri], check=False)
+    assert "Pattern verification failed" not in r.stdout + r.stderr, r.stdout  # unchanged
+    env.run(["qemu-io", "-f", "raw", "-c", "write -z -n -u 64k 64k",
+             "-c", "read -P 0 64k 64k", "-c", "read -P 0x66 128k 128k", uri])
+    assert "WRITE_ZEROES refused" not in d.log(), d.log()[-2000:]
     assert d.stop() == 0
 
 

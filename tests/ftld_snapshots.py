@@ -141,7 +141,7 @@ def test_list_exports_and_read_only_activation(env):
     r = d.ctl("snapshot", "activate", "first", "--export", "old", "--read-only")
     assert r["export"]["name"] == "old" and r["export"]["read_only"] is True, r
     listed = nbdinfo_list(env, d)
-    assert set(listed) == {"ftl0", "old"}, listed
+    assert set(listed) == {"ftl0", "", "old"}, listed
     assert listed["old"]["is_read_only"] is True, listed["old"]
     assert listed["old"]["export-size"] == listed["ftl0"]["export-size"], listed
     assert "ftl0@first" in listed["old"].get("description", ""), listed["old"]
@@ -390,7 +390,7 @@ def test_persistence_clean_restart_and_kill9(env):
     assert set(snaps) == {"ftl0@s1", "old@s2", "ftl0@s3"}, snaps
     assert snaps["ftl0@s3"]["active_export"] == "third", snaps
     listed = nbdinfo_list(env, d3)
-    assert set(listed) == {"ftl0", "old", "third"}, listed
+    assert set(listed) == {"ftl0", "", "old", "third"}, listed
     assert listed["third"]["is_read_only"] is True, listed["third"]
     assert listed["old"]["is_read_only"] is False, listed["old"]
     assert read(d3, MiB, 4 * MiB, "third") == dd

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   ftl::nbd::testing::TestVolume rw("mem", size), ro("mem-ro", size, true);
   ftl::nbd::ExportTable exports;
   (void)exports.Add({.name = "mem", .description = "test volume", .volume = &rw});
-  (void)exports.Add({.name = "", .description = "", .volume = &rw, .listed = false});
+  (void)exports.Add({.name = "", .description = "", .volume = &rw});
   (void)exports.Add({.name = "mem-ro", .description = "", .volume = &ro, .read_only = true});
   ftl::nbd::ServerOptions opts;
   opts.port = uint16_t(std::atoi(argv[1]));

@@ -7,15 +7,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include "nbd/accept_backoff.h"
 #include "nbd/backing.h"
 #include "nbd/control.h"
+#include "nbd/daemon.h"
 #include "nbd/daemon_options.h"
 #include "nbd/errors.h"
 #include "nbd/handshake.h"
@@ -62,6 +67,71 @@ TEST(Errors, MapsEveryStatusOnce) {
   EXPECT_EQ(StatusToNbdError(absl::DataLossError("")), kEIo);
   EXPECT_EQ(StatusToNbdError(absl::InternalError("")), kEIo);
   EXPECT_EQ(StatusToNbdError(absl::UnknownError("")), kEIo);
+}
+
+TEST(AcceptBackoff, WaitsAndLogsOncePerEpisode) {
+  std::ostringstream out;
+  auto log = std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  log->set_level(spdlog::level::info);
+  auto lines = [&] {
+    std::string s = out.str();
+    return std::count(s.begin(), s.end(), '\n');
+  };
+  using std::chrono::milliseconds;
+  auto t = AcceptBackoff::Clock::now();
+  AcceptBackoff b(log, "listener x");
+  const boost::system::error_code emfile(EMFILE, boost::system::system_category());
+  const boost::system::error_code aborted(ECONNABORTED, boost::system::system_category());
+  // One pending connection's error: at once, quietly (debug level).
+  EXPECT_EQ(b.OnFailure(aborted, t).count(), 0);
+  EXPECT_FALSE(b.in_episode());
+  EXPECT_EQ(lines(), 0);
+  // Out of descriptors: 50, 100, 200, ... up to 1000 ms; one warning.
+  std::vector<int64_t> waits;
+  for (int i = 0; i < 8; ++i) {
+    if (i > 0) t += milliseconds(waits.back());  // the loop waited that long
+    waits.push_back(b.OnFailure(emfile, t).count());
+  }
+  EXPECT_EQ(waits, (std::vector<int64_t>{50, 100, 200, 400, 800, 1000, 1000, 1000}));
+  EXPECT_TRUE(b.in_episode());
+  EXPECT_EQ(lines(), 1);
+  EXPECT_NE(out.str().find("listener x: accept failed: Too many open files"), std::string::npos)
+      << out.str();
+  // At the limit while clients come and go: successes and failures
+  // alternate. The back-off restarts after each success, the episode goes
+  // on, and nothing more is logged.
+  for (int i = 0; i < 20; ++i) {
+    t += milliseconds(100);
+    b.Succeeded(t);
+    EXPECT_EQ(b.OnFailure(emfile, t).count(), 50);
+  }
+  EXPECT_TRUE(b.in_episode());
+  EXPECT_EQ(lines(), 1);
+  // An accept that works a second after the last failure ends it: one line.
+  b.Succeeded(t + milliseconds(999));
+  EXPECT_EQ(lines(), 1);
+  b.Succeeded(t + milliseconds(1000));
+  EXPECT_FALSE(b.in_episode());
+  EXPECT_EQ(lines(), 2);
+  EXPECT_NE(out.str().find("accepting again after 28 failed accept(s)"), std::string::npos)
+      << out.str();
+  b.Succeeded(t + milliseconds(2000));  // nothing to end
+  EXPECT_EQ(lines(), 2);
+  // Unknown errors back off too, so nothing can spin.
+  EXPECT_EQ(b.OnFailure(boost::system::error_code(EINVAL, boost::system::system_category()),
+                        t + milliseconds(3000))
+                .count(),
+            50);
+  EXPECT_EQ(lines(), 3);
+
+  // Failed() waits that long on the caller's executor.
+  asio::io_context io;
+  AcceptBackoff waiter(log, "listener y");
+  auto t0 = std::chrono::steady_clock::now();
+  asio::co_spawn(io, waiter.Failed(emfile), asio::detached);
+  io.run();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, AcceptBackoff::kFirstDelay);
 }
 
 TEST(Handshake, GreetingAndFlags) {
@@ -164,6 +234,41 @@ TEST_F(OptionsTest, InfoAndGo) {
   EXPECT_TRUE(n_.chosen->effective_read_only());
 }
 
+// The advertised minimum is the one transmission enforces: 512 only for a
+// GO that asked for NBD_INFO_BLOCK_SIZE; INFO tells what such a GO gets.
+TEST_F(OptionsTest, BlockSizesBindOnlyClientsThatAskForThem) {
+  auto min_block = [](const OptionResult& r) -> uint32_t {
+    for (auto& [type, payload] : Replies(r.reply)) {
+      if (type == kRepInfo && GetBe16(payload.data()) == kInfoBlockSize) {
+        EXPECT_EQ(GetBe32(payload.data() + 6), 4096u);
+        EXPECT_EQ(GetBe32(payload.data() + 10), 32 * kMiB);
+        return GetBe32(payload.data() + 2);
+      }
+    }
+    ADD_FAILURE() << "no NBD_INFO_BLOCK_SIZE";
+    return 0;
+  };
+  Negotiation info;
+  EXPECT_EQ(min_block(HandleOption(kOptInfo, Go("vol", {}), exports_, &info)), 512u);
+  EXPECT_EQ(min_block(HandleOption(kOptInfo, Go("vol", {kInfoBlockSize}), exports_, &info)),
+            512u);
+  EXPECT_FALSE(info.block_sizes_agreed);  // INFO commits to nothing
+
+  Negotiation asked;
+  EXPECT_EQ(min_block(HandleOption(kOptGo, Go("vol", {kInfoBlockSize}), exports_, &asked)),
+            512u);
+  EXPECT_TRUE(asked.block_sizes_agreed);
+  EXPECT_EQ(asked.min_block_size(), 512u);
+
+  Negotiation not_asked;
+  EXPECT_EQ(min_block(HandleOption(kOptGo, Go("vol", {kInfoName}), exports_, &not_asked)), 1u);
+  EXPECT_EQ(not_asked.min_block_size(), 1u);
+
+  Negotiation old_style;
+  HandleOption(kOptExportName, Bytes("vol"), exports_, &old_style);
+  EXPECT_EQ(old_style.min_block_size(), 1u);
+}
+
 TEST_F(OptionsTest, MetaContextNeedsStructuredReplies) {
   auto r = HandleOption(kOptSetMetaContext, Meta("vol", {"base:allocation"}), exports_, &n_);
   EXPECT_EQ(Replies(r.reply)[0].first, kRepErrInvalid);
@@ -205,6 +310,38 @@ TEST_F(OptionsTest, ExportNameAndAbort) {
   EXPECT_EQ(Replies(HandleOption(77, {}, exports_, &n2).reply)[0].first, kRepErrUnsup);
 }
 
+// NBD_OPT_LIST over the daemon's own export table: every export a client
+// can open, the default export "" included (nbdinfo --list, qemu-img).
+TEST(DaemonExports, ListShowsEveryExportIncludingTheDefault) {
+  FormatOptions f;
+  f.segment_bytes = 256 << 10;
+  OpenOptions open;
+  open.start_cleaner = false;
+  open.checkpoint_interval = std::chrono::milliseconds(0);
+  auto pool = Pool::Format(NewMemMedia(32 * kMiB), f, open);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  DaemonOptions o;
+  o.export_name = "disk";
+  ExportTable exports;
+  ASSERT_TRUE(FillExports(**pool, o, &exports).ok());
+  Negotiation n;
+  auto replies = Replies(HandleOption(kOptList, {}, exports, &n).reply);
+  std::vector<std::pair<std::string, std::string>> listed;  // (name, description)
+  for (auto& [type, payload] : replies) {
+    if (type != kRepServer) continue;
+    uint32_t len = GetBe32(payload.data());
+    ASSERT_LE(4 + len, payload.size());
+    std::string text(reinterpret_cast<const char*>(payload.data()) + 4, payload.size() - 4);
+    listed.push_back({text.substr(0, len), text.substr(len)});
+  }
+  EXPECT_EQ(replies.back().first, kRepAck);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0], std::make_pair(std::string("disk"), std::string("ftld volume ftl0")));
+  EXPECT_EQ(listed[1],
+            std::make_pair(std::string(""), std::string("ftld volume ftl0 (default)")));
+  ASSERT_TRUE((*pool)->Close().ok());
+}
+
 TEST(Validate, ErrorsAsTheSpecAsks) {
   TransmissionContext ctx{.size = 1 * kMiB, .read_only = false, .structured_replies = false,
                           .base_allocation = false};
@@ -219,6 +356,16 @@ TEST(Validate, ErrorsAsTheSpecAsks) {
   EXPECT_EQ(code(kCmdCache, kMiB, 512), kEInval);
   EXPECT_EQ(code(kCmdRead, 1, 512), kEInval);
   EXPECT_EQ(code(kCmdRead, 0, 100), kEInval);
+  ctx.min_block_size = 1;  // a client that agreed to no block sizes
+  EXPECT_EQ(code(kCmdRead, 1, 511), 0u);
+  EXPECT_EQ(code(kCmdWrite, 4097, 3), 0u);
+  EXPECT_EQ(code(kCmdTrim, 1, 1), 0u);
+  EXPECT_EQ(code(kCmdWriteZeroes, kMiB - 1, 1), 0u);
+  EXPECT_EQ(code(kCmdWriteZeroes, kMiB - 1, 2), kENoSpc);
+  EXPECT_EQ(code(kCmdRead, kMiB - 1, 2), kEInval);
+  EXPECT_EQ(code(kCmdRead, 0, 0), kEInval);
+  EXPECT_EQ(code(kCmdRead, 1, 32 * kMiB + 1), kEInval);  // the maximum stays
+  ctx.min_block_size = kMinBlockSize;
   EXPECT_EQ(code(kCmdRead, 0, 0), kEInval);
   EXPECT_EQ(code(kCmdWrite, 0, 33 * kMiB), kEInval);
   EXPECT_EQ(code(42, 0, 512), kEInval);
@@ -226,6 +373,9 @@ TEST(Validate, ErrorsAsTheSpecAsks) {
   EXPECT_EQ(code(kCmdRead, 0, 512, 1 << 9), kEInval);
   EXPECT_EQ(code(kCmdWrite, 0, 512, kCmdFlagNoHole), kEInval);
   EXPECT_EQ(code(kCmdWriteZeroes, 0, 512, kCmdFlagNoHole | kCmdFlagFua), 0u);
+  // Valid together (the spec allows it); the volume answers ENOTSUP if it
+  // cannot be fast.
+  EXPECT_EQ(code(kCmdWriteZeroes, 0, 512, kCmdFlagNoHole | kCmdFlagFastZero), 0u);
   EXPECT_EQ(code(kCmdFlush, 0, 0), 0u);
   EXPECT_EQ(code(kCmdFlush, 0, 512), kEInval);
   EXPECT_EQ(code(kCmdBlockStatus, 0, 512), kEInval);  // no meta context
@@ -350,6 +500,7 @@ class ServerTest : public ::testing::Test {
     a.sin_port = htons(server_->tcp_port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    SetReceiveTimeout(fd);
     Recv(fd, 18);
     std::vector<std::byte> out;
     BeWriter w(&out);
@@ -367,6 +518,48 @@ class ServerTest : public ::testing::Test {
     Recv(fd, 10);
     return fd;
   }
+  // Connects and enters transmission with NBD_OPT_GO, with or without an
+  // NBD_INFO_BLOCK_SIZE request; returns the advertised minimum block size
+  // through *min_block (0 if none was sent).
+  int ConnectGo(bool request_block_size, uint32_t* min_block) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server_->tcp_port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    SetReceiveTimeout(fd);
+    Recv(fd, 18);
+    std::vector<std::byte> out;
+    BeWriter w(&out);
+    w.U32(3);
+    w.U64(kOptMagic);
+    w.U32(kOptGo);
+    w.U32(request_block_size ? 8 : 6);
+    w.U32(0);  // export ""
+    w.U16(request_block_size ? 1 : 0);
+    if (request_block_size) w.U16(kInfoBlockSize);
+    Send(fd, out);
+    *min_block = 0;
+    for (;;) {
+      auto h = Recv(fd, 20);
+      EXPECT_EQ(GetBe64(h.data()), kOptReplyMagic);
+      uint32_t type = GetBe32(h.data() + 12);
+      auto d = Recv(fd, GetBe32(h.data() + 16));
+      if (type == kRepInfo && GetBe16(d.data()) == kInfoBlockSize) *min_block = GetBe32(d.data() + 2);
+      if (type == kRepAck) break;
+      if (type != kRepInfo) {
+        ADD_FAILURE() << "option reply " << type;
+        break;
+      }
+    }
+    return fd;
+  }
+  // A reply that never comes fails the test instead of hanging it.
+  static void SetReceiveTimeout(int fd) {
+    timeval tv{.tv_sec = 20, .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
   static void Send(int fd, std::span<const std::byte> b) {
     ASSERT_EQ(::send(fd, b.data(), b.size(), MSG_NOSIGNAL), ssize_t(b.size()));
   }
@@ -376,7 +569,7 @@ class ServerTest : public ::testing::Test {
     while (got < n) {
       ssize_t r = ::recv(fd, b.data() + got, n - got, 0);
       if (r <= 0) {
-        ADD_FAILURE() << "connection closed";
+        ADD_FAILURE() << "connection closed or no reply within 20 s";
         return b;
       }
       got += size_t(r);
@@ -444,6 +637,85 @@ TEST_F(ServerTest, StructuredReadAndErrors) {
   EXPECT_EQ(GetBe16(h.data() + 6), kReplyTypeError);
   auto err = Recv(fd, GetBe32(h.data() + 16));
   EXPECT_EQ(GetBe32(err.data()), kEIo);
+  ::close(fd);
+}
+
+TEST_F(ServerTest, FastZeroWithNoHoleIsNotSupportedRatherThanInvalid) {
+  int fd = Connect(false);
+  std::vector<std::byte> data(8192, std::byte{0x77});
+  ASSERT_TRUE(vol_.Write(0, data, false).ok());
+  // FAST_ZERO|NO_HOLE: allocated zeros cannot be fast, so ENOTSUP, and
+  // nothing changed.
+  SendRequest(fd, {kCmdFlagFastZero | kCmdFlagNoHole, kCmdWriteZeroes, 1, 0, 4096});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kENotSup, uint64_t(1)));
+  std::vector<std::byte> got(8192);
+  ASSERT_TRUE(vol_.Read(0, got).ok());
+  EXPECT_EQ(got, data);
+  // Either flag alone works.
+  SendRequest(fd, {kCmdFlagNoHole, kCmdWriteZeroes, 2, 0, 4096});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(2)));
+  SendRequest(fd, {kCmdFlagFastZero, kCmdWriteZeroes, 3, 4096, 4096});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
+  ASSERT_TRUE(vol_.Read(0, got).ok());
+  EXPECT_EQ(got, std::vector<std::byte>(8192));
+  ::close(fd);
+}
+
+// The spec's default minimum block size is 1: a client that did not ask
+// for NBD_INFO_BLOCK_SIZE in NBD_OPT_GO (or used NBD_OPT_EXPORT_NAME) is
+// served at any byte offset and length.
+TEST_F(ServerTest, ClientsWithoutBlockSizesAreServedByteGranular) {
+  int fd = Connect(false);  // NBD_OPT_EXPORT_NAME
+  std::vector<std::byte> data(16384);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(uint8_t(i * 7 + 1));
+  ASSERT_TRUE(vol_.Write(0, data, false).ok());
+  SendRequest(fd, {0, kCmdRead, 1, 1, 511});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(1)));
+  auto got = Recv(fd, 511);
+  EXPECT_EQ(0, std::memcmp(got.data(), data.data() + 1, 511));
+  std::vector<std::byte> three(3, std::byte{0xee});
+  SendRequest(fd, {0, kCmdWrite, 2, 4097, 3}, three);
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(2)));
+  std::memset(data.data() + 4097, 0xee, 3);
+  SendRequest(fd, {0, kCmdWriteZeroes, 3, 7, 10});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
+  std::memset(data.data() + 7, 0, 10);
+  SendRequest(fd, {0, kCmdTrim, 4, 4095, 4098});  // rounds inward: block 1
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(4)));
+  std::memset(data.data() + 4096, 0, 4096);
+  SendRequest(fd, {0, kCmdCache, 5, 3, 5});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(5)));
+  std::vector<std::byte> now(data.size());
+  ASSERT_TRUE(vol_.Read(0, now).ok());
+  EXPECT_EQ(now, data);
+  // Past the end is still refused.
+  SendRequest(fd, {0, kCmdRead, 6, vol_.size_bytes() - 1, 2});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kEInval, uint64_t(6)));
+  ::close(fd);
+
+  uint32_t min_block = 0;
+  fd = ConnectGo(false, &min_block);  // GO without the request: told 1
+  EXPECT_EQ(min_block, 1u);
+  SendRequest(fd, {0, kCmdRead, 7, 1, 511});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(7)));
+  Recv(fd, 511);
+  ::close(fd);
+}
+
+// A client that asked for block sizes in NBD_OPT_GO MUST honour them
+// (spec, "Block size constraints"); ftld keeps enforcing 512.
+TEST_F(ServerTest, ClientsThatAskedForBlockSizesKeepTheMinimum) {
+  uint32_t min_block = 0;
+  int fd = ConnectGo(true, &min_block);
+  EXPECT_EQ(min_block, kMinBlockSize);
+  SendRequest(fd, {0, kCmdRead, 1, 1, 511});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kEInval, uint64_t(1)));
+  std::vector<std::byte> three(3, std::byte{0xee});
+  SendRequest(fd, {0, kCmdWrite, 2, 4097, 3}, three);  // payload drained
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(kEInval, uint64_t(2)));
+  SendRequest(fd, {0, kCmdRead, 3, 512, 1024});
+  EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
+  Recv(fd, 1024);
   ::close(fd);
 }
 

@@ -9,10 +9,13 @@
 //    after a later Flush() returns, or at once with fua.
 //  - Each write of at most Geometry::max_atomic_bytes is atomic across a
 //    crash: after recovery it reads entirely old or entirely new.
-//  - Offsets and lengths are multiples of 512; sub-4 KiB writes are
-//    read-modify-write and stay atomic.
+//  - Offsets and lengths are any byte values; writes and write-zeroes that
+//    cover part of a 4 KiB block read-modify-write it inside the same
+//    record (so they stay atomic, and concurrent writers to different bytes
+//    of one block never lose each other's bytes); trims unmap only the whole
+//    blocks inside the range.
 //  - Errors: out of range -> OutOfRange (writes) / InvalidArgument (others),
-//    misaligned -> InvalidArgument, device full -> ResourceExhausted,
+//    device full -> ResourceExhausted,
 //    checksum mismatch or media error -> DataLoss, read-only -> PermissionDenied.
 
 #include <chrono>

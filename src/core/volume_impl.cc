@@ -12,10 +12,8 @@
 namespace ftl::core {
 
 absl::Status VolumeImpl::CheckRange(uint64_t offset, uint64_t length, bool is_write) const {
-  if (offset % kSectorSize || length % kSectorSize) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("offset %d and length %d must be multiples of 512", offset, length));
-  }
+  // Any byte offset and length: partial blocks are read-modify-written
+  // (WriteAsync, WriteZeroes), trims round inward, reads copy out.
   uint64_t size = size_bytes();
   if (offset > size || length > size - offset) {
     std::string msg = absl::StrFormat("range [%d, +%d) is past the end of %s (%d bytes)", offset,
@@ -314,9 +312,10 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
                                      bool fast_only) {
   if (absl::Status s = CheckWritable(offset, length); !s.ok()) return s;
   if (length == 0) return absl::OkStatus();
+  // Allocated zeros are written like data: never faster than a write.
+  if (no_hole && fast_only) return absl::UnimplementedError("zeroing without holes is not fast");
   zeroes_.fetch_add(1, std::memory_order_relaxed);
   if (no_hole) {
-    if (fast_only) return absl::UnimplementedError("zeroing without holes is not fast");
     // Allocated zeros: real zero blocks, written a chunk at a time.
     const uint64_t chunk = 8u << 20;
     std::vector<std::byte> zeros(std::min(length, chunk));
