@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Flush-heavy writes (fio --fsync=1: a FLUSH after every write) against two
+# ftld builds and `nbdkit file`, alternating A B K rounds on backing files in
+# one directory (same filesystem). Measures what an acknowledged FLUSH costs:
+# since issue 19 a flush after writes also writes and syncs a durability
+# marker (docs/decisions.md).
+#
+#   bench/flush_ab.sh --a OLD_FTLD --b NEW_FTLD [--dir DIR] [--rounds N]
+#                     [--runtime SEC] [--bs 4k]
+#
+# Prints IOPS and mean / p99 completion latency per server and round, then
+# medians and the ratios B/A and B/nbdkit. QD 1, 1 job, 256 MiB working set.
+# Only prints (never a timed assertion). Kills only what it started.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BENCH_NAME=flush_ab
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
+A="" B="" DIR="" ROUNDS=3 RUNTIME=10 BS=4k SIZE=256M
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --a) A="$2"; shift 2 ;;
+    --b) B="$2"; shift 2 ;;
+    --dir) DIR="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --runtime) RUNTIME="$2"; shift 2 ;;
+    --bs) BS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -x "$A" && -x "$B" ]] || { echo "flush_ab: give --a and --b ftld binaries" >&2; exit 2; }
+for tool in fio nbdkit nbdinfo; do
+  command -v "$tool" >/dev/null || { echo "flush_ab: $tool not installed" >&2; exit 2; }
+done
+DIR="${DIR:-$(mktemp -d "${TMPDIR:-/var/tmp}/ftld-flush.XXXXXX")}"
+mkdir -p "$DIR"
+PIDS=()
+cleanup() { stop_all; rm -f "$DIR"/a.img "$DIR"/b.img "$DIR"/k.raw "$DIR"/*.sock; }
+trap cleanup EXIT
+
+echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs)), bs $BS, QD1, fsync=1, ${RUNTIME}s x $ROUNDS rounds"
+P_A=$(free_port); P_B=$(free_port); P_K=$(free_port)
+"$A" --size 1G --port "$P_A" --control "$DIR/a.sock" --log-level warn "$DIR/a.img" 2>"$DIR/a.log" &
+PIDS+=($!)
+"$B" --size 1G --port "$P_B" --control "$DIR/b.sock" --log-level warn "$DIR/b.img" 2>"$DIR/b.log" &
+PIDS+=($!)
+truncate -s "$SIZE" "$DIR/k.raw"
+nbdkit -f -p "$P_K" -i 127.0.0.1 file "$DIR/k.raw" &
+PIDS+=($!)
+wait_port "$P_A"; wait_port "$P_B"; wait_port "$P_K"
+declare -A URI=([A]="nbd://127.0.0.1:$P_A/" [B]="nbd://127.0.0.1:$P_B/" [nbdkit]="nbd://127.0.0.1:$P_K/")
+
+rows=""
+for r in $(seq 1 "$ROUNDS"); do
+  for s in A B nbdkit; do
+    out="$DIR/fio-$s-$r.json"
+    fio --name="$s" --ioengine=nbd --uri="${URI[$s]}" --rw=randwrite --bs="$BS" --iodepth=1 \
+        --fsync=1 --size="$SIZE" --time_based --runtime="$RUNTIME" \
+        --output-format=json --output="$out" >/dev/null
+    line=$(/usr/bin/python3 - "$out" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))["jobs"][0]["write"]
+lat = w["clat_ns"]
+print("%.0f %.1f %.1f" % (w["iops"], lat["mean"] / 1000, lat["percentile"]["99.000000"] / 1000))
+PY
+)
+    echo "round $r $s: IOPS, mean us, p99 us: $line"
+    rows+="$s $line"$'\n'
+  done
+done
+/usr/bin/python3 - <<EOF
+import statistics
+rows = """$rows"""
+res = {}
+for l in rows.strip().splitlines():
+    s, iops, mean, p99 = l.split()
+    res.setdefault(s, []).append((float(iops), float(mean), float(p99)))
+med = {s: tuple(statistics.median(v[i] for v in vals) for i in range(3)) for s, vals in res.items()}
+for s in ["A", "B", "nbdkit"]:
+    print(f"median {s:<7} {med[s][0]:>8.0f} IOPS {med[s][1]:>8.1f} us mean {med[s][2]:>8.1f} us p99")
+print(f"B/A IOPS {med['B'][0] / med['A'][0]:.2f}x; B/nbdkit IOPS {med['B'][0] / med['nbdkit'][0]:.2f}x; "
+      f"latency nbdkit/B {med['nbdkit'][1] / med['B'][1]:.2f}x (>1: B faster)")
+EOF
