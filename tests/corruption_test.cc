@@ -235,16 +235,24 @@ TEST_F(CorruptionTest, DamagedDurableRecordRefusesToOpen) {
 // durable (FLUSH or FUA answered). Damage to it must be detected, never
 // read as the older contents: a durability marker after the sync says so.
 class DamagedLastRecordTest : public CorruptionTest,
-                              public ::testing::WithParamInterface<bool> {};
+                              public ::testing::WithParamInterface<bool> {
+ protected:
+  // Writes and flushes older data, then 64 KiB of `tag` at offset 0,
+  // acknowledged durable by FUA or a FLUSH (the test's parameter), then
+  // crashes. Returns the new data.
+  std::vector<std::byte> WriteAcknowledgedThenCrash(uint64_t tag) {
+    auto old_data = Pattern(tag + 100, 0, 64 << 10), new_data = Pattern(tag, 0, 64 << 10);
+    EXPECT_TRUE(vol()->Write(0, old_data).ok());
+    EXPECT_TRUE(vol()->Flush().ok());
+    EXPECT_TRUE(vol()->Write(0, new_data, GetParam()).ok());
+    if (!GetParam()) EXPECT_TRUE(vol()->Flush().ok());
+    pool_.reset();  // a crash: nothing after the acknowledgement
+    return new_data;
+  }
+};
 
 TEST_P(DamagedLastRecordTest, DataDamageReadsAsErrorNotOldData) {
-  const bool fua = GetParam();
-  auto old_data = Pattern(20, 0, 64 << 10), new_data = Pattern(21, 0, 64 << 10);
-  ASSERT_TRUE(vol()->Write(0, old_data).ok());
-  ASSERT_TRUE(vol()->Flush().ok());
-  ASSERT_TRUE(vol()->Write(0, new_data, fua).ok());
-  if (!fua) ASSERT_TRUE(vol()->Flush().ok());
-  pool_.reset();  // a crash: nothing after the acknowledgement
+  auto new_data = WriteAcknowledgedThenCrash(21);
   uint64_t at = FindBlock(std::vector<std::byte>(new_data.begin() + 8192, new_data.begin() + 12288));
   ASSERT_NE(at, UINT64_MAX);
   media_->FlipBit(at + 100, 3);
@@ -258,13 +266,7 @@ TEST_P(DamagedLastRecordTest, DataDamageReadsAsErrorNotOldData) {
 }
 
 TEST_P(DamagedLastRecordTest, HeaderDamageRefusesToOpen) {
-  const bool fua = GetParam();
-  auto old_data = Pattern(22, 0, 64 << 10), new_data = Pattern(23, 0, 64 << 10);
-  ASSERT_TRUE(vol()->Write(0, old_data).ok());
-  ASSERT_TRUE(vol()->Flush().ok());
-  ASSERT_TRUE(vol()->Write(0, new_data, fua).ok());
-  if (!fua) ASSERT_TRUE(vol()->Flush().ok());
-  pool_.reset();
+  auto new_data = WriteAcknowledgedThenCrash(23);
   uint64_t at = FindBlock(std::vector<std::byte>(new_data.begin(), new_data.begin() + 4096));
   ASSERT_NE(at, UINT64_MAX);
   media_->FlipBit(at - kBlockSize + 40, 1);  // the record's header

@@ -35,6 +35,15 @@ Result RunTool(const std::string& args) {
   return r;
 }
 
+// Byte offset in the file of the first 4 KiB block equal to `block`, or -1.
+std::streamoff FindInFile(const std::string& path, const void* block) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> buf(4096);
+  for (std::streamoff off = 0; f.read(buf.data(), 4096); off += 4096)
+    if (std::memcmp(buf.data(), block, 4096) == 0) return off;
+  return -1;
+}
+
 std::string FileHash(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(in)), {});
@@ -77,19 +86,11 @@ TEST_F(FtlToolTest, ConsistentPoolChecksCleanAndIsNotModified) {
 
 TEST_F(FtlToolTest, FlippedDataBitIsReported) {
   // Find one of our data blocks in the file and flip a bit in it.
-  std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
-  std::vector<char> block(4096);
-  std::streamoff at = -1;
-  for (std::streamoff off = 0; f.read(block.data(), 4096); off += 4096) {
-    if (std::memcmp(block.data(), data_.data() + 8192, 4096) == 0) {
-      at = off;
-      break;
-    }
-  }
+  std::streamoff at = FindInFile(path_, data_.data() + 8192);
   ASSERT_GE(at, 0);
-  f.clear();
+  std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(at + 17);
-  char c = block[17] ^ 0x04;
+  char c = char(data_[8192 + 17]) ^ 0x04;
   f.write(&c, 1);
   f.close();
   Result r = RunTool("check " + path_);
@@ -161,17 +162,9 @@ TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
     // No Close(): a crash, so both records are replayed at the next open.
   }
   auto first = testing::Pattern(8, 2 << 20, 4096);
-  std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
-  std::vector<char> block(4096);
-  std::streamoff at = -1;
-  for (std::streamoff off = 0; f.read(block.data(), 4096); off += 4096) {
-    if (std::memcmp(block.data(), first.data(), 4096) == 0) {
-      at = off;
-      break;
-    }
-  }
+  std::streamoff at = FindInFile(path_, first.data());
   ASSERT_GE(at, 0);
-  f.clear();
+  std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(at - 4096 + 90);  // the header's checksum of block 1
   char c = 0x5a;
   f.write(&c, 1);
