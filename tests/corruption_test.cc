@@ -98,8 +98,11 @@ TEST_F(CorruptionTest, CheckReportsFlippedBit) {
   media_->FlipBit(at, 0);
   auto report = pool_->Check(true);
   ASSERT_TRUE(report.ok());
-  ASSERT_EQ(report->problems.size(), 1u);
+  // The block, and who reads it (issue 19: losses by volume and LBA).
+  ASSERT_EQ(report->problems.size(), 2u);
   EXPECT_NE(report->problems[0].find("fails its checksum"), std::string::npos);
+  EXPECT_NE(report->problems[1].find("volume ftl0 blocks 0-0 read as EIO"), std::string::npos)
+      << report->problems[1];
 }
 
 TEST_F(CorruptionTest, BadSuperblockCopyFallsBackToTheOther) {

@@ -187,13 +187,38 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
             si.live, scan.records.size(), si.max_seq, gate_seq_.load()));
     }
     AlignedBuffer buf(kBlockSize);
+    std::set<Bno> bad_vbas;
     for (const auto& [pba, v] : seen_pba) {
       absl::Status s = media_->Read(MediaOffset(pba), buf.span());
       ++rep.blocks_verified;
       if (!s.ok()) {
         problem(absl::StrFormat("PBA %d unreadable: %s", pba, s.message()));
+        bad_vbas.insert(v);
       } else if (util::BlockChecksum(buf.span()) != st.block_csum(pba)) {
         problem(absl::StrFormat("PBA %d (VBA %d) fails its checksum", pba, v));
+        bad_vbas.insert(v);
+      }
+    }
+    // Who reads them: every volume and snapshot block mapped to a bad VBA
+    // (these answer EIO), in runs.
+    if (!bad_vbas.empty()) {
+      for (const auto& [id, v] : st.volumes()) {
+        const std::string what = v->is_snapshot() ? v->origin_name + "@" + v->name : v->name;
+        Bno run_lo = 0, run_hi = 0;  // [lo, hi) of unreadable LBAs
+        auto flush = [&] {
+          if (run_hi > run_lo)
+            problem(absl::StrFormat("%s %s blocks %d-%d read as EIO (damaged data)",
+                                    v->is_snapshot() ? "snapshot" : "volume", what, run_lo, run_hi - 1));
+          run_lo = run_hi = 0;
+        };
+        v->tree.ForEach([&](const map::Extent& e) {
+          for (Bno k = 0; k < e.len; ++k) {
+            if (!bad_vbas.count(e.vba + k)) continue;
+            if (run_hi != e.lba + k) flush(), run_lo = e.lba + k;
+            run_hi = e.lba + k + 1;
+          }
+        });
+        flush();
       }
     }
   }

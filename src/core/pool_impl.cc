@@ -424,12 +424,14 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
       util::Logger("core")->error(
           "record seq {} has damaged data blocks but was durable; applying it (those blocks will read as errors)",
           h.seq);
-      for (const log::Op& o : h.ops)
-        if (o.type == log::OpType::kWrite)
-          losses_.push_back(absl::StrFormat(
-              "record seq %d: damaged data among volume %s blocks %d-%d (those read as EIO)", h.seq,
-              state_->volume(o.write.vol) ? state_->volume(o.write.vol)->name : absl::StrCat("#", o.write.vol),
-              o.write.lba, o.write.lba + o.write.csum.size() - 1));
+      for (const log::Op& o : h.ops) {
+        if (o.type != log::OpType::kWrite) continue;
+        losses_.push_back(absl::StrFormat(
+            "record seq %d: damaged data among volume %s blocks %d-%d (the damaged ones read as EIO)",
+            h.seq, state_->volume(o.write.vol) ? state_->volume(o.write.vol)->name : absl::StrCat("#", o.write.vol),
+            o.write.lba, o.write.lba + o.write.csum.size() - 1));
+        util::Logger("core")->error("{}", losses_.back());
+      }
     }
     if (h.joined) {
       // All of a joined pair or none: its partner must be valid (or have
