@@ -7,7 +7,8 @@ the client, kill -9 and bit flips in the backing file, ftlctl and ftl-tool.
   punching write-zeroes, snapshot delete and gc still work (also after a
   restart while full), and afterwards the whole export can be written again.
 - A flipped bit in the data of the last record before an answered FLUSH
-  reads as EIO (never the older data); one in its header makes ftld refuse to start until --accept-loss,
+  reads as EIO (never the older data), and the loss is named by volume and
+  LBA; one in its header makes ftld refuse to start until --accept-loss,
   which fences the named blocks off with EIO.
 - A flipped bit in an unflushed (unacknowledged) tail drops it: the older
   data reads back.
@@ -314,6 +315,38 @@ def test_flipped_data_bit_after_flush_reads_eio(env):
     assert d.stop() == 0
     r = ftl_tool(env, "check", backing)
     assert r.returncode == 0 and tool_status(r) == "clean", r.stdout + r.stderr
+
+
+def test_lost_data_blocks_are_named_by_volume_and_lba(env):
+    """README, "Never wrong data": data blocks of an acknowledged record
+    that fail their checksum "are applied and answer EIO, each listed by
+    volume and LBA in the log"; ftl-tool check lists "lost blocks by volume
+    and LBA". Here LBA 2 of volume ftl0 (a range naming it will do)."""
+    need_ftl_tool(env)
+    backing = flip_b_block_2(env)
+    names_lba_2 = re.compile(r"volume ftl0\D*?(?:block|lba)s? (\d+)(?:-(\d+))?", re.I)
+
+    def names_it(text):
+        for m in names_lba_2.finditer(text):
+            lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+            if lo <= 2 <= hi:
+                return True
+        return False
+
+    d = env.ftld_process(backing=backing).start()
+    h = connect(d)
+    expect_eio(h, BLOCK, 2 * BLOCK)
+    h.shutdown()
+    assert d.stop() == 0
+    missing = []
+    if not names_it(d.log()):
+        lines = [l for l in d.log().splitlines() if "error" in l or "lost" in l]
+        missing.append(f"ftld's log does not name volume ftl0 LBA 2: {lines}")
+    r = ftl_tool(env, "check", backing)
+    if not names_it(r.stdout):
+        lines = [l for l in r.stdout.splitlines() if l.startswith("PROBLEM")]
+        missing.append(f"ftl-tool check after the daemon's recovery does not name it: {lines}")
+    assert not missing, "\n".join(missing)
 
 
 def test_flipped_header_bit_after_flush_needs_accept_loss(env):
