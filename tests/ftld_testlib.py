@@ -130,6 +130,9 @@ class Env:
     def __init__(self, args):
         self.ftld = args.ftld
         self.ftlctl = args.ftlctl
+        # ftl-tool: --ftl-tool, else beside ftlctl (both are built in tools/),
+        # else on PATH; None if none is found (tests that need it skip).
+        self.ftl_tool = args.ftl_tool or _beside(args.ftlctl, "ftl-tool") or shutil.which("ftl-tool")
         self.tmp = tempfile.mkdtemp(prefix="ftld-test-")
         self.procs = []
         self.cleanups = []  # callables, run in reverse order
@@ -171,10 +174,16 @@ class Env:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def _beside(path, name):
+    p = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    return p if os.access(p, os.X_OK) else None
+
+
 def main(namespace):
     ap = argparse.ArgumentParser()
     ap.add_argument("--ftld", required=True)
     ap.add_argument("--ftlctl", required=True)
+    ap.add_argument("--ftl-tool", default=None)
     ap.add_argument("-k", dest="only", default=None, help="run tests whose name contains this")
     args = ap.parse_args()
     tests = [(n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f)]
