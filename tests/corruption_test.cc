@@ -42,6 +42,16 @@ class CorruptionTest : public ::testing::Test {
     }
     return UINT64_MAX;
   }
+  // Writes `a` then `b` (FUA each: `b`'s record proves `a`'s durable),
+  // crashes, and returns the media offset of `a`'s first data block.
+  uint64_t TwoDurableWritesThenCrash(const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
+    EXPECT_TRUE(vol()->Write(0, a, /*fua=*/true).ok());
+    EXPECT_TRUE(vol()->Write(1 << 20, b, /*fua=*/true).ok());
+    pool_.reset();
+    uint64_t at = FindBlock(std::vector<std::byte>(a.begin(), a.begin() + 4096));
+    EXPECT_NE(at, UINT64_MAX);
+    return at;
+  }
   void Smash(uint64_t offset, size_t len) {
     std::vector<std::byte> junk(len, std::byte{0x5a});
     ASSERT_TRUE(media_->Write(offset, junk).ok());
@@ -221,12 +231,9 @@ TEST_F(CorruptionTest, RebuildFromLogReplaysRelocations) {
 
 TEST_F(CorruptionTest, DamagedDurableRecordRefusesToOpen) {
   auto a = Pattern(10, 0, 16 << 10), b = Pattern(11, 1 << 20, 16 << 10);
-  ASSERT_TRUE(vol()->Write(0, a, /*fua=*/true).ok());
-  ASSERT_TRUE(vol()->Write(1 << 20, b, /*fua=*/true).ok());
-  pool_.reset();
   // Damage the header of the record holding `a`: the record after it says
   // `a` was durable, so this is media damage, not a torn write.
-  uint64_t data_at = FindBlock(std::vector<std::byte>(a.begin(), a.begin() + 4096));
+  uint64_t data_at = TwoDurableWritesThenCrash(a, b);
   ASSERT_NE(data_at, UINT64_MAX);
   Smash(data_at - kBlockSize + 30, 8);
   auto p = Pool::Open(media_, QuietOpen(false));
@@ -287,10 +294,7 @@ INSTANTIATE_TEST_SUITE_P(FlushOrFua, DamagedLastRecordTest, ::testing::Bool(),
 // the rest is served, and Check lists the loss by volume and LBA.
 TEST_F(CorruptionTest, AcceptLossOpensWithTheDamagedBlocksAsErrors) {
   auto a = Pattern(30, 0, 16 << 10), b = Pattern(31, 1 << 20, 16 << 10);
-  ASSERT_TRUE(vol()->Write(0, a, /*fua=*/true).ok());
-  ASSERT_TRUE(vol()->Write(1 << 20, b, /*fua=*/true).ok());
-  pool_.reset();
-  uint64_t data_at = FindBlock(std::vector<std::byte>(a.begin(), a.begin() + 4096));
+  uint64_t data_at = TwoDurableWritesThenCrash(a, b);
   ASSERT_NE(data_at, UINT64_MAX);
   media_->FlipBit(data_at - kBlockSize + 89, 2);  // block 1's checksum in the header
   ASSERT_TRUE(absl::IsDataLoss(Pool::Open(media_, QuietOpen(false)).status()));

@@ -492,8 +492,8 @@ class ServerTest : public ::testing::Test {
     server_->Join();
   }
 
-  // Connects, haggles (optionally structured replies), enters transmission.
-  int Connect(bool structured) {
+  // Connects and reads the server's greeting.
+  int Dial() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -502,6 +502,11 @@ class ServerTest : public ::testing::Test {
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     SetReceiveTimeout(fd);
     Recv(fd, 18);
+    return fd;
+  }
+  // Connects, haggles (optionally structured replies), enters transmission.
+  int Connect(bool structured) {
+    int fd = Dial();
     std::vector<std::byte> out;
     BeWriter w(&out);
     w.U32(3);
@@ -522,14 +527,7 @@ class ServerTest : public ::testing::Test {
   // NBD_INFO_BLOCK_SIZE request; returns the advertised minimum block size
   // through *min_block (0 if none was sent).
   int ConnectGo(bool request_block_size, uint32_t* min_block) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(server_->tcp_port());
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    SetReceiveTimeout(fd);
-    Recv(fd, 18);
+    int fd = Dial();
     std::vector<std::byte> out;
     BeWriter w(&out);
     w.U32(3);
