@@ -189,5 +189,22 @@ TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
   EXPECT_EQ(back, b);
 }
 
+// dump names every volume a snapshot is active as (issue 19 item 13).
+TEST_F(FtlToolTest, DumpListsEveryActivation) {
+  {
+    auto media = OpenMedia(path_, 0);
+    ASSERT_TRUE(media.ok());
+    auto p = Pool::Open(*media, testing::QuietOpen(false));
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE((*p)->CreateSnapshot("", "s1").ok());
+    ASSERT_TRUE((*p)->ActivateSnapshot("", "s1", "copy-a", true).ok());
+    ASSERT_TRUE((*p)->ActivateSnapshot("", "s1", "copy-b", false).ok());
+    ASSERT_TRUE((*p)->Close().ok());
+  }
+  Result r = RunTool("dump " + path_);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("active as copy-a,copy-b"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace ftl

@@ -145,11 +145,13 @@ int main(int argc, char** argv) {
                   origin.empty() ? "" : ", activated from ", origin.c_str());
     }
     for (const ftl::SnapshotInfo& si : p.ListSnapshots("")) {
+      std::string active;  // every volume activated from it
+      for (const std::string& v : si.active_volumes) active += (active.empty() ? "" : ",") + v;
       std::printf("snapshot        %s@%s seq %llu, parent %s, exclusive %s%s%s\n",
                   si.volume.c_str(), si.name.c_str(), (unsigned long long)si.seq,
                   si.parent.empty() ? "-" : si.parent.c_str(),
                   ftl::util::FormatSize(si.exclusive_bytes).c_str(),
-                  si.active_as.empty() ? "" : ", active as ", si.active_as.c_str());
+                  active.empty() ? "" : ", active as ", active.c_str());
     }
     return 0;
   }
