@@ -52,6 +52,19 @@ class CorruptionTest : public ::testing::Test {
     EXPECT_NE(at, UINT64_MAX);
     return at;
   }
+  // Flips a bit in block 2 of `data` (written at offset 0) on the media and
+  // reopens the pool; false (with a test failure) if either fails.
+  bool FlipBitInBlock2AndReopen(const std::vector<std::byte>& data) {
+    uint64_t at = FindBlock(std::vector<std::byte>(data.begin() + 8192, data.begin() + 12288));
+    EXPECT_NE(at, UINT64_MAX);
+    if (at == UINT64_MAX) return false;
+    media_->FlipBit(at + 100, 3);
+    auto p = Pool::Open(media_, QuietOpen(false));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return false;
+    pool_ = std::move(*p);
+    return true;
+  }
   void Smash(uint64_t offset, size_t len) {
     std::vector<std::byte> junk(len, std::byte{0x5a});
     ASSERT_TRUE(media_->Write(offset, junk).ok());
@@ -263,12 +276,7 @@ class DamagedLastRecordTest : public CorruptionTest,
 
 TEST_P(DamagedLastRecordTest, DataDamageReadsAsErrorNotOldData) {
   auto new_data = WriteAcknowledgedThenCrash(21);
-  uint64_t at = FindBlock(std::vector<std::byte>(new_data.begin() + 8192, new_data.begin() + 12288));
-  ASSERT_NE(at, UINT64_MAX);
-  media_->FlipBit(at + 100, 3);
-  auto p = Pool::Open(media_, QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
-  pool_ = std::move(*p);
+  ASSERT_TRUE(FlipBitInBlock2AndReopen(new_data));
   std::vector<std::byte> out(4096);
   EXPECT_TRUE(absl::IsDataLoss(vol()->Read(8192, out))) << "the damaged block read without error";
   ASSERT_TRUE(vol()->Read(0, out).ok());
@@ -417,12 +425,7 @@ TEST_F(CorruptionTest, DamagedUnflushedTailIsDropped) {
   ASSERT_TRUE(vol()->Flush().ok());
   ASSERT_TRUE(vol()->Write(0, new_data).ok());
   pool_.reset();
-  uint64_t at = FindBlock(std::vector<std::byte>(new_data.begin() + 8192, new_data.begin() + 12288));
-  ASSERT_NE(at, UINT64_MAX);
-  media_->FlipBit(at + 100, 3);
-  auto p = Pool::Open(media_, QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
-  pool_ = std::move(*p);
+  ASSERT_TRUE(FlipBitInBlock2AndReopen(new_data));
   std::vector<std::byte> out(64 << 10);
   ASSERT_TRUE(vol()->Read(0, out).ok());
   EXPECT_TRUE(out == old_data);
