@@ -398,18 +398,19 @@ absl::Status PoolImpl::RollForward(uint64_t from_seq) {
   uint64_t expected = from_seq, max_seen = from_seq - 1;
   size_t applied = 0;
   size_t i = 0;
-  // Whether a record after found[i] says record `seq` was durable.
-  auto said_durable = [&](size_t i, uint64_t seq) {
-    for (size_t k = i + 1; k < found.size(); ++k)
+  // Whether a record from found[from] on says record `seq` was durable;
+  // said_durable: one after found[i].
+  auto durable_from = [&](size_t from, uint64_t seq) {
+    for (size_t k = from; k < found.size(); ++k)
       if (found[k].rec.header.durable_seq >= seq) return true;
     return false;
   };
+  auto said_durable = [&](size_t i, uint64_t seq) { return durable_from(i + 1, seq); };
   for (; i < found.size(); ++i) {
     const auto& h = found[i].rec.header;
     // A gap that a durable record after it proves was acknowledged: lost
-    // (accept_loss) or the open fails below. (said_durable(i - 1, ..)
-    // looks at found[i] onwards, also for i = 0: unsigned wrap.)
-    while (accept_loss_ && h.seq > expected && (said_durable(i - 1, expected))) {
+    // (accept_loss) or the open fails below.
+    while (accept_loss_ && h.seq > expected && durable_from(i, expected)) {
       const FoundRecord* claim = nullptr;
       for (const FoundRecord& c : claims)
         if (c.rec.header.seq == expected) claim = &c;
