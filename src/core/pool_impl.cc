@@ -779,18 +779,15 @@ absl::Status PoolImpl::FlushDurable() {
   // says so; a marker is one (nothing else is written for it).
   const uint64_t need = std::min(durable_seq_.load(), last_content_seq_.load());
   if (proven_seq_.load() >= need) return absl::OkStatus();
-  auto* m = new Request;
-  m->note = true;
-  m->frees = true;
-  m->fua = true;
-  m->marker = true;
-  absl::Status s = SubmitAndWait(m, /*allow_inline=*/true);
-  if (absl::IsResourceExhausted(s)) {
-    // The data is durable; only the marker's proof is missing.
-    util::Logger("core")->warn("no room for a durability marker: {}", s.ToString());
-    return absl::OkStatus();
-  }
-  return s;
+  absl::Notification done;
+  absl::Status result;
+  SubmitMany({MakeMarker([&](absl::Status s) {
+               result = s;
+               done.Notify();
+             })},
+             /*allow_inline=*/true);
+  done.WaitForNotification();
+  return result;
 }
 
 // ---------------------------------------------------------------- queries

@@ -462,6 +462,9 @@ class PoolImpl : public Pool, public gc::CleanerHost {
   // Hands `acked` (written and synced) to a durability marker: they are
   // completed once the marker's record is durable. Committer only.
   void ProveDurable(std::vector<Request*> acked);
+  // A durability marker request; `done` gets OK also when there was no room
+  // for it (the proof is missing, with a warning; the data is durable).
+  static Request* MakeMarker(std::function<void(absl::Status)> done);
   void RaiseProven(uint64_t seq);
   std::atomic<uint64_t> gate_seq_{0};
   absl::Mutex sync_mu_;  // serialises SyncMedia

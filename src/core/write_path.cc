@@ -471,24 +471,31 @@ void PoolImpl::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vect
   }
 }
 
-void PoolImpl::ProveDurable(std::vector<Request*> acked) {
+Request* PoolImpl::MakeMarker(std::function<void(absl::Status)> done) {
   auto* m = new Request;
   m->note = true;
   m->frees = true;
   m->fua = true;
   m->marker = true;
-  m->done = [acked = std::move(acked)](absl::Status s) {
-    // They are durable; without room for the marker only its proof is
-    // missing (recovery would take damage to them for a torn tail).
+  m->done = [done = std::move(done)](absl::Status s) {
+    // What it proves is durable already; without room for the marker only
+    // the proof is missing (recovery would take damage for a torn tail).
     if (absl::IsResourceExhausted(s)) {
       util::Logger("core")->warn("no room for a durability marker: {}", s.ToString());
       s = absl::OkStatus();
     }
+    done(s);
+  };
+  return m;
+}
+
+void PoolImpl::ProveDurable(std::vector<Request*> acked) {
+  Request* m = MakeMarker([acked = std::move(acked)](absl::Status s) {
     for (Request* r : acked) {
       r->done(s);
       delete r;
     }
-  };
+  });
   absl::MutexLock l(&queue_mu_);
   marker_q_.push_back(m);  // the committer calling this drains it next
 }
