@@ -73,7 +73,7 @@ class Model {
   }
 
   // The engine's SampledSeparation, over windows of 16 segments of user
-  // writes (core/write_path.cc).
+  // writes (commit/segment_allocator.cc).
   void Measure(uint64_t lba) {
     separation_.NoteWrite(0, lba, user_);
     if (user_ % (16 * uint64_t(o_.segment_blocks)) != 0) return;

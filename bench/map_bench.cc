@@ -1,6 +1,6 @@
 // The map (issue 2, "Benchmarks"): memory per mapped 4 KiB block through the
 // public Pool API, and lookup / update rates of the ExtentTree with a
-// VbaTable and SegmentTable behind it, wired as core/map_state.h does.
+// VbaTable and SegmentTable behind it, wired as state/map_state.h does.
 //
 //   map_bench            quick: 1 GiB volume / 1 Mi-block trees
 //   map_bench --full     4 GiB volume / 4 Mi-block trees (FTL_BENCH_FULL=1)
@@ -244,7 +244,7 @@ void BM_PoolMapMemory(benchmark::State& state, int pattern) {
     PoolStats s = (*pool)->Stats();
     const double per_block = double(s.map_memory_bytes) / double(s.mapped_blocks);
     // Not in map_memory_bytes: MapState keeps a 4-byte checksum for every
-    // physical block (core/map_state.h csums_).
+    // physical block (state/map_state.h csums_).
     const double csum_per_block =
         4.0 * (*pool)->geometry().segment_count * (*pool)->geometry().segment_blocks /
         double(s.mapped_blocks);

@@ -23,8 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "clone/range_clone.h"
-#include "core/map_state.h"
+#include "map/range_clone.h"
+#include "state/map_state.h"
 #include "log/log_format.h"
 #include "snap_common.h"
 #include "util/logging.h"
@@ -61,7 +61,7 @@ void BM_MapRangeOp(benchmark::State& state, bool random_map, bool move) {
     const double cpu0 = ThreadCpuSeconds();
     auto t0 = Clock::now();
     for (auto [s, d] : pairs) {
-      clone::CloneRange(tree, s, &tree, d, 1, &f.vbas());
+      map::CloneRange(tree, s, &tree, d, 1, &f.vbas());
       if (move) tree.Assign(s, 1, log::kNoBlock);
     }
     const double secs = Seconds(Clock::now() - t0);
@@ -490,7 +490,7 @@ class MapWriter {
     state_.ApplyRecord(h, pba_);
     pba_ += 1 + data;
   }
-  core::MapState state_;
+  state::MapState state_;
   bool copy_;
   std::vector<Bno> lbas_;
   uint64_t seq_ = 0;

@@ -2,7 +2,7 @@
 // Helpers shared by snapshot_bench and range_bench (issues 4 and 5): pools on
 // memory or sparse-file media, a Media wrapper that times Sync(), latency
 // percentiles, fills that give a non-trivial tree, and a map-level fixture
-// (ExtentTree + VbaTable + SegmentTable wired as core/map_state.h does) that
+// (ExtentTree + VbaTable + SegmentTable wired as state/map_state.h does) that
 // follows the engine's write path for snapshots and clones.
 
 #include <algorithm>

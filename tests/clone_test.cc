@@ -4,15 +4,18 @@
 
 #include <random>
 
-#include "clone/attr_map.h"
-#include "clone/merge_plan.h"
-#include "clone/range_clone.h"
+#include "map/attr_map.h"
+#include "range/merge_plan.h"
+#include "map/range_clone.h"
 #include "log/segment_table.h"
 
-namespace ftl::clone {
+namespace ftl::range {
 namespace {
 
 using log::kNoBlock;
+using map::AttrMap;
+using map::AttrRange;
+using map::CloneRange;
 
 TEST(AttrMapTest, SetClearSplitAndCoalesce) {
   AttrMap m;
@@ -111,4 +114,4 @@ TEST(MergePlanTest, ChangedInOneSourceConflictsAndPolicies) {
 }
 
 }  // namespace
-}  // namespace ftl::clone
+}  // namespace ftl::range

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "clone/range_clone.h"
+#include "map/range_clone.h"
 #include "log/segment_table.h"
 #include "map/extent_tree.h"
 #include "map/vba_table.h"
@@ -60,10 +60,10 @@ TEST(ExclusiveBlocks, EqualsWhatReleasingTheTreeFrees) {
       } else if (what == 7) {  // clone within the tree (overlap allowed)
         auto [src, len] = range(200);
         Bno dst = Bno(rng() % (kSpace - len));
-        clone::CloneRange(live, src, &live, dst, len, &f.vbas);
+        map::CloneRange(live, src, &live, dst, len, &f.vbas);
       } else if (what == 8 && !snaps.empty()) {  // restore from a snapshot
         auto [lba, len] = range(100);
-        clone::CloneRange(snaps[rng() % snaps.size()], lba, &live, lba, len, &f.vbas);
+        map::CloneRange(snaps[rng() % snaps.size()], lba, &live, lba, len, &f.vbas);
       }
       if (op % 150 == 75) snaps.push_back(live.Share());
     }

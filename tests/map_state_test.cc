@@ -7,14 +7,17 @@
 #include <algorithm>
 #include <random>
 
-#include "core/checkpoint_format.h"
-#include "core/map_state.h"
+#include "checkpoint/checkpoint_format.h"
+#include "state/map_state.h"
 #include "map_test_util.h"
 #include "util/checksum.h"
 #include "util/encoding.h"
 
-namespace ftl::core {
+namespace ftl::state {
 namespace {
+
+using checkpoint::DecodeCheckpoint;
+using checkpoint::EncodeCheckpoint;
 
 constexpr Bno kBlocks = 40000;
 constexpr uint32_t kVol = 1;
@@ -238,4 +241,4 @@ TEST(CheckpointFormat, LongRunsRoundTripAndOlderLongEntriesAreRefused) {
 }
 
 }  // namespace
-}  // namespace ftl::core
+}  // namespace ftl::state

@@ -7,12 +7,15 @@
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
-#include "core/aligned_buffer.h"
 #include "core/pool_impl.h"
+#include "media/aligned_buffer.h"
 #include "log/segment_reader.h"
 #include "util/checksum.h"
 
 namespace ftl::core {
+
+using state::kNoTree;
+using state::VolumeMeta;
 
 absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
   CheckReport rep;
@@ -26,10 +29,10 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     // still hold what the superblock says, or one failure away from a
     // rebuild from the log alone.
     for (int slot = 0; slot < 2; ++slot) {
-      const log::SlotInfo& si = sb_.slots[slot];
-      if (si.bytes == 0 || si.bytes > uint64_t(sb_.ckpt_slot_blocks) * kBlockSize) continue;
-      AlignedBuffer buf((si.bytes + kBlockSize - 1) / kBlockSize * kBlockSize);
-      uint64_t off = (2 + uint64_t(slot) * sb_.ckpt_slot_blocks) * kBlockSize;
+      const log::SlotInfo& si = checkpointer_.superblock().slots[slot];
+      if (si.bytes == 0 || si.bytes > uint64_t(checkpointer_.superblock().ckpt_slot_blocks) * kBlockSize) continue;
+      media::AlignedBuffer buf((si.bytes + kBlockSize - 1) / kBlockSize * kBlockSize);
+      uint64_t off = (2 + uint64_t(slot) * checkpointer_.superblock().ckpt_slot_blocks) * kBlockSize;
       if (!media_->Read(off, buf.span()).ok() || util::Xxh3(buf.span().subspan(0, si.bytes)) != si.xxh3) {
         std::string d = absl::StrFormat("checkpoint slot %d is damaged (checksum mismatch or unreadable)", slot);
         if (std::find(rep.degraded.begin(), rep.degraded.end(), d) == rep.degraded.end())
@@ -37,8 +40,8 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
       }
     }
   }
-  absl::ReaderMutexLock l(&map_mu_);
-  const MapState& st = *state_;
+  absl::ReaderMutexLock l(&state_.map_mu);
+  const state::MapState& st = *state_.map;
   const auto& vbas = st.vbas();
   const auto& segs = st.segments();
   std::vector<uint64_t> vba_refs(vbas.size(), 0);
@@ -90,7 +93,7 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
           problem(absl::StrFormat("%s: activated from %d, which is no snapshot", what, v->origin));
       }
     }
-    for (const clone::AttrRange& a : v->attrs.All()) {
+    for (const map::AttrRange& a : v->attrs.All()) {
       if (uint64_t(a.lba) + a.count > v->size_blocks)
         problem(absl::StrFormat("%s: attribute range at %d runs past the end", what, a.lba));
     }
@@ -168,10 +171,10 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     for (uint32_t seg = 0; seg < segs.count(); ++seg) {
       const auto& si = segs.at(seg);
       if (si.state == log::SegmentState::kFree || si.write_ptr == 0) continue;
-      if (si.state == log::SegmentState::kFull && si.live == 0 && si.max_seq < gate_seq_) continue;
+      if (si.state == log::SegmentState::kFull && si.live == 0 && si.max_seq < checkpointer_.gate_seq()) continue;
       log::ScanOptions so;
       so.segment_blocks = si.write_ptr;
-      so.uuid = sb_.uuid;
+      so.uuid = checkpointer_.superblock().uuid;
       so.verify_data = false;
       so.resync_after_damage = true;
       Bno first = segs.FirstBlock(seg);
@@ -184,9 +187,9 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
             "segment %d: %d damaged record header(s), the first at block %d (state %d, stream %d, "
             "write_ptr %d, live %d, %d valid records, max_seq %d, gate %d)",
             seg, scan.damaged, scan.first_damaged_block, int(si.state), int(si.stream), si.write_ptr,
-            si.live, scan.records.size(), si.max_seq, gate_seq_.load()));
+            si.live, scan.records.size(), si.max_seq, checkpointer_.gate_seq()));
     }
-    AlignedBuffer buf(kBlockSize);
+    media::AlignedBuffer buf(kBlockSize);
     std::set<Bno> bad_vbas;
     for (const auto& [pba, v] : seen_pba) {
       absl::Status s = media_->Read(MediaOffset(pba), buf.span());

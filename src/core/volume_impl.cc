@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
-#include "core/aligned_buffer.h"
-#include "core/pool_impl.h"
+#include "core/volume_impl.h"
+#include "media/aligned_buffer.h"
 #include "util/checksum.h"
 
 namespace ftl::core {
@@ -30,72 +30,13 @@ absl::Status VolumeImpl::CheckWritable(uint64_t offset, uint64_t length) {
   if (has_immutable_.load(std::memory_order_relaxed) && length > 0) {
     Bno b0 = Bno(offset / kBlockSize);
     Bno b1 = Bno((offset + length + kBlockSize - 1) / kBlockSize);
-    if (pool_->RangeImmutable(id_, b0, b1 - b0)) {
+    if (ctx_->state->RangeImmutable(id_, b0, b1 - b0)) {
       return absl::PermissionDeniedError(
           absl::StrFormat("range [%d, +%d) of %s is immutable", offset, length, name_));
     }
   }
   // A small reserve: writes may grow the map (copy-on-write leaves).
-  return pool_->CheckMetadataRoom(64);
-}
-
-void PoolImpl::LookupForRead(uint32_t vol, Bno lba, Bno n,
-                             std::vector<std::pair<Bno, uint32_t>>* out,
-                             std::vector<uint32_t>* pinned) {
-  out->assign(n, {kNoBlock, 0});
-  std::vector<map::Extent> ext;
-  absl::ReaderMutexLock l(&map_mu_);
-  const VolumeMeta* v = state_->volume(vol);
-  if (!v) return;
-  v->tree.Lookup(lba, n, &ext);
-  uint32_t last_seg = UINT32_MAX;
-  for (const map::Extent& e : ext) {
-    for (Bno k = 0; k < e.len; ++k) {
-      Bno pba = state_->vbas().Get(e.vba + k).pba;
-      if (pba == kNoBlock) continue;
-      (*out)[e.lba - lba + k] = {pba, state_->block_csum(pba)};
-      uint32_t seg = state_->segments().SegmentOf(pba);
-      if (seg != last_seg) {
-        seg_readers_[seg].fetch_add(1);
-        pinned->push_back(seg);
-        last_seg = seg;
-      }
-    }
-  }
-}
-
-void PoolImpl::Unpin(const std::vector<uint32_t>& pinned) {
-  for (uint32_t seg : pinned) seg_readers_[seg].fetch_sub(1);
-}
-
-absl::Status PoolImpl::ReadBlocks(Bno pba, Bno n, std::byte* out) {
-  return media_->Read(MediaOffset(pba), std::span<std::byte>(out, size_t(n) * kBlockSize));
-}
-
-std::vector<BlockExtent> PoolImpl::MappedExtents(uint32_t vol, Bno lba, Bno n) {
-  std::vector<map::Extent> ext;
-  {
-    absl::ReaderMutexLock l(&map_mu_);
-    if (const VolumeMeta* v = state_->volume(vol)) v->tree.Lookup(lba, n, &ext);
-  }
-  std::vector<BlockExtent> out;
-  auto add = [&](Bno a, Bno len, bool alloc) {
-    if (len == 0) return;
-    if (!out.empty() && out.back().allocated == alloc &&
-        out.back().offset + out.back().length == uint64_t(a) * kBlockSize) {
-      out.back().length += uint64_t(len) * kBlockSize;
-    } else {
-      out.push_back({uint64_t(a) * kBlockSize, uint64_t(len) * kBlockSize, alloc});
-    }
-  };
-  Bno at = lba;
-  for (const map::Extent& e : ext) {
-    add(at, e.lba - at, false);
-    add(e.lba, e.len, true);
-    at = e.end();
-  }
-  add(at, lba + n - at, false);
-  return out;
+  return ctx_->metadata_room(64);
 }
 
 absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
@@ -109,13 +50,13 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
   Bno n = b1 - b0;
   std::vector<std::pair<Bno, uint32_t>> blocks;
   std::vector<uint32_t> pinned;
-  pool_->NoteIo();
-  pool_->LookupForRead(id_, b0, n, &blocks, &pinned);
+  ctx_->state->counters.NoteIo();
+  ctx_->state->LookupForRead(id_, b0, n, &blocks, &pinned);
   bool direct = offset % kBlockSize == 0 && out.size() % kBlockSize == 0;
-  AlignedBuffer bounce;
+  media::AlignedBuffer bounce;
   std::byte* dst = out.data();
   if (!direct) {
-    bounce = AlignedBuffer(size_t(n) * kBlockSize);
+    bounce = media::AlignedBuffer(size_t(n) * kBlockSize);
     dst = bounce.data();
   }
   absl::Status status;
@@ -127,7 +68,8 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
     }
     Bno j = i + 1;
     while (j < n && blocks[j].first == blocks[j - 1].first + 1) ++j;
-    status = pool_->ReadBlocks(blocks[i].first, j - i, dst + size_t(i) * kBlockSize);
+    status = ctx_->media->Read(ctx_->MediaOffset(blocks[i].first),
+                              std::span<std::byte>(dst + size_t(i) * kBlockSize, size_t(j - i) * kBlockSize));
     for (Bno k = i; k < j && status.ok(); ++k) {
       auto block = std::span<const std::byte>(dst + size_t(k) * kBlockSize, kBlockSize);
       if (util::BlockChecksum(block) != blocks[k].second) {
@@ -137,7 +79,7 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
     }
     i = j;
   }
-  pool_->Unpin(pinned);
+  ctx_->state->Unpin(pinned);
   if (!status.ok()) return status;
   if (!direct) std::memcpy(out.data(), dst + (offset - uint64_t(b0) * kBlockSize), out.size());
   return absl::OkStatus();
@@ -163,30 +105,25 @@ struct Join {
 }  // namespace
 
 void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua, Callback done,
-                              std::vector<Request*>* out) {
+                              std::vector<commit::Request*>* out) {
   // A write of max_atomic_bytes that does not start on a block boundary
   // touches one block more; it must still be one record (pool.h contract).
-  Bno chunk = pool_->max_atomic_blocks() + 1;
+  Bno chunk = ctx_->max_atomic_blocks() + 1;
   int parts = int((n + chunk - 1) / chunk);
   // One part (the common case) reports straight to `done`.
   std::shared_ptr<Join> join = parts > 1 ? std::make_shared<Join>(parts, std::move(done)) : nullptr;
   for (Bno at = 0; at < n; at += chunk) {
     Bno len = std::min(chunk, n - at);
-    auto* r = new Request;
+    auto* r = new commit::Request;
     r->fua = fua;
     r->splittable = parts > 1;
-    ReqOp op;
-    op.type = log::OpType::kWrite;
-    op.vol = id_;
-    op.lba = first + at;
-    op.count = len;
-    op.data = data + size_t(at) * kBlockSize;
-    op.csum.resize(len);
+    const std::byte* part = data + size_t(at) * kBlockSize;
+    std::vector<uint32_t> csum(len);
     for (Bno k = 0; k < len; ++k) {
-      op.csum[k] = util::BlockChecksum(
-          std::span<const std::byte>(op.data + size_t(k) * kBlockSize, kBlockSize));
+      csum[k] = util::BlockChecksum(
+          std::span<const std::byte>(part + size_t(k) * kBlockSize, kBlockSize));
     }
-    r->ops.push_back(std::move(op));
+    r->ops.push_back(commit::ReqOp::Write(id_, first + at, std::move(csum), part));
     if (join) {
       r->done = [join](absl::Status s) { join->Finish(s); };
     } else {
@@ -204,22 +141,22 @@ void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bo
   write_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
   Bno b0 = Bno(offset / kBlockSize);
   Bno b1 = Bno((offset + data.size() + kBlockSize - 1) / kBlockSize);
-  RangeLock& locks = pool_->range_lock();
+  RangeLock& locks = *ctx_->range_lock;
   if (offset % kBlockSize == 0 && data.size() % kBlockSize == 0) {
     uint64_t t = locks.Lock(id_, b0, b1, false);
-    std::vector<Request*> rs;
+    std::vector<commit::Request*> rs;
     MakeRequests(b0, b1 - b0, data.data(), fua,
                  [&locks, t, done = std::move(done)](absl::Status s) {
                    locks.Unlock(t);
                    done(s);
                  },
                  &rs);
-    pool_->SubmitMany(rs);
+    ctx_->committer->SubmitMany(rs);
     return;
   }
   // Partial blocks: read the edges, merge, write whole blocks.
   uint64_t t = locks.Lock(id_, b0, b1, true);
-  auto buf = std::make_shared<AlignedBuffer>(size_t(b1 - b0) * kBlockSize);
+  auto buf = std::make_shared<media::AlignedBuffer>(size_t(b1 - b0) * kBlockSize);
   uint64_t head = offset % kBlockSize;
   uint64_t tail_end = (offset + data.size()) % kBlockSize;
   absl::Status s;
@@ -233,27 +170,27 @@ void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bo
     return done(s);
   }
   std::memcpy(buf->data() + head, data.data(), data.size());
-  std::vector<Request*> rs;
+  std::vector<commit::Request*> rs;
   MakeRequests(b0, b1 - b0, buf->data(), fua,
                [&locks, t, buf, done = std::move(done)](absl::Status s) {
                  locks.Unlock(t);
                  done(s);
                },
                &rs);
-  pool_->SubmitMany(rs);
+  ctx_->committer->SubmitMany(rs);
 }
 
 void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
   // Whole-block writes are queued together; anything else takes the
   // ordinary path (validation errors, read-modify-write).
-  std::vector<Request*> rs;
-  RangeLock& locks = pool_->range_lock();
+  std::vector<commit::Request*> rs;
+  RangeLock& locks = *ctx_->range_lock;
   for (AsyncWrite& w : writes) {
     bool simple = !w.data.empty() && w.offset % kBlockSize == 0 &&
                   w.data.size() % kBlockSize == 0 && CheckWritable(w.offset, w.data.size()).ok();
     if (!simple) {
       // Queue what we hold first: a read-modify-write may wait on it.
-      if (!rs.empty()) pool_->SubmitMany(rs, /*allow_inline=*/true);
+      if (!rs.empty()) ctx_->committer->SubmitMany(rs, /*allow_inline=*/true);
       rs.clear();
       WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
       continue;
@@ -269,7 +206,7 @@ void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
                  },
                  &rs);
   }
-  if (!rs.empty()) pool_->SubmitMany(rs, /*allow_inline=*/true);
+  if (!rs.empty()) ctx_->committer->SubmitMany(rs, /*allow_inline=*/true);
 }
 
 absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data, bool fua) {
@@ -292,18 +229,13 @@ absl::Status VolumeImpl::Trim(uint64_t offset, uint64_t length, bool fua) {
   Bno first = Bno((offset + kBlockSize - 1) / kBlockSize);
   Bno end = Bno((offset + length) / kBlockSize);
   if (first >= end) return absl::OkStatus();
-  RangeLock& locks = pool_->range_lock();
+  RangeLock& locks = *ctx_->range_lock;
   uint64_t t = locks.Lock(id_, first, end, false);
-  auto* r = new Request;
+  auto* r = new commit::Request;
   r->fua = fua;
   r->frees = true;
-  ReqOp op;
-  op.type = log::OpType::kTrim;
-  op.vol = id_;
-  op.lba = first;
-  op.count = end - first;
-  r->ops.push_back(std::move(op));
-  absl::Status result = pool_->SubmitAndWait(r);
+  r->ops.push_back(commit::ReqOp::Trim(id_, first, end - first));
+  absl::Status result = ctx_->committer->SubmitAndWait(r);
   locks.Unlock(t);
   return result;
 }
@@ -333,10 +265,10 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
   uint64_t head = offset % kBlockSize, end = offset + length;
   bool head_partial = head != 0 || (b1 - b0 == 1 && end % kBlockSize != 0);
   bool tail_partial = end % kBlockSize != 0 && !(b1 - b0 == 1 && head_partial);
-  RangeLock& locks = pool_->range_lock();
+  RangeLock& locks = *ctx_->range_lock;
   uint64_t t = locks.Lock(id_, b0, b1, head_partial || tail_partial);
-  AlignedBuffer edges(2 * kBlockSize);
-  auto* r = new Request;
+  media::AlignedBuffer edges(2 * kBlockSize);
+  auto* r = new commit::Request;
   r->fua = fua;
   r->frees = true;  // at most two edge blocks, and a trim of the rest
   absl::Status s;
@@ -347,14 +279,8 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
     uint64_t lo = std::max<uint64_t>(offset, uint64_t(blk) * kBlockSize);
     uint64_t hi = std::min<uint64_t>(end, uint64_t(blk + 1) * kBlockSize);
     std::memset(p + (lo - uint64_t(blk) * kBlockSize), 0, hi - lo);
-    ReqOp op;
-    op.type = log::OpType::kWrite;
-    op.vol = id_;
-    op.lba = blk;
-    op.count = 1;
-    op.data = p;
-    op.csum = {util::BlockChecksum(std::span<const std::byte>(p, kBlockSize))};
-    r->ops.push_back(std::move(op));
+    r->ops.push_back(commit::ReqOp::Write(
+        id_, blk, {util::BlockChecksum(std::span<const std::byte>(p, kBlockSize))}, p));
   };
   Bno mid_lo = b0, mid_hi = b1;
   if (head_partial) {
@@ -371,14 +297,9 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
     return s;
   }
   if (mid_lo < mid_hi) {
-    ReqOp op;
-    op.type = log::OpType::kTrim;
-    op.vol = id_;
-    op.lba = mid_lo;
-    op.count = mid_hi - mid_lo;
-    r->ops.push_back(std::move(op));
+    r->ops.push_back(commit::ReqOp::Trim(id_, mid_lo, mid_hi - mid_lo));
   }
-  absl::Status result = pool_->SubmitAndWait(r);
+  absl::Status result = ctx_->committer->SubmitAndWait(r);
   locks.Unlock(t);
   return result;
 }
@@ -386,7 +307,7 @@ absl::Status VolumeImpl::WriteZeroes(uint64_t offset, uint64_t length, bool fua,
 absl::Status VolumeImpl::Flush() {
   if (gone()) return absl::UnavailableError(name_ + " was removed");
   flushes_.fetch_add(1, std::memory_order_relaxed);
-  return pool_->FlushDurable();
+  return ctx_->committer->FlushDurable();
 }
 
 absl::StatusOr<std::vector<BlockExtent>> VolumeImpl::BlockStatus(uint64_t offset,
@@ -396,7 +317,7 @@ absl::StatusOr<std::vector<BlockExtent>> VolumeImpl::BlockStatus(uint64_t offset
   if (length == 0) return std::vector<BlockExtent>{};
   Bno b0 = Bno(offset / kBlockSize);
   Bno b1 = Bno((offset + length + kBlockSize - 1) / kBlockSize);
-  std::vector<BlockExtent> ext = pool_->MappedExtents(id_, b0, b1 - b0);
+  std::vector<BlockExtent> ext = ctx_->state->MappedExtents(id_, b0, b1 - b0);
   // Clip to the byte range asked for.
   ext.front().length -= offset - ext.front().offset;
   ext.front().offset = offset;
@@ -410,7 +331,7 @@ VolumeStats VolumeImpl::Stats() const {
   s.name = name_;
   s.id = id_;
   s.size_bytes = size_bytes();
-  s.mapped_bytes = pool_->MappedBlocks(id_) * kBlockSize;
+  s.mapped_bytes = ctx_->state->MappedBlocks(id_) * kBlockSize;
   s.reads = reads_;
   s.writes = writes_;
   s.trims = trims_;

@@ -20,7 +20,7 @@
 
 namespace ftl::gc {
 
-// What the cleaner needs from the pool (implemented by core::PoolImpl).
+// What the cleaner needs from the pool (implemented by gc::Relocator).
 class CleanerHost {
  public:
   virtual ~CleanerHost() = default;

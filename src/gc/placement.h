@@ -36,7 +36,7 @@
 //
 // The rule was chosen with bench/greedy_sim.cc (bench/RESULTS.md, "Hot/cold
 // placement"). Pure logic, no locking: the owner serialises calls
-// (core::PoolImpl under its map lock).
+// (guarded by state::PoolState::map_mu).
 
 #include <cstdint>
 #include <deque>

@@ -106,15 +106,17 @@ absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
 
 uint32_t Op::data_blocks() const {
   switch (type) {
-    case OpType::kWrite: return uint32_t(write.vba.size());
+    case OpType::kWrite: return uint32_t(write.csum.size());
     case OpType::kReloc: return uint32_t(reloc.blocks.size());
     default: return 0;
   }
 }
 
+size_t WritePayloadBytes(size_t n) { return 13 + 8 * n; }
+
 size_t OpPayloadBytes(const Op& op) {
   switch (op.type) {
-    case OpType::kWrite: return 13 + 8 * op.write.vba.size();
+    case OpType::kWrite: return WritePayloadBytes(op.write.csum.size());
     case OpType::kTrim: return 13;
     case OpType::kReloc: return RelocPayloadBytes(op.reloc.blocks);
     case OpType::kTree: return 1 + 4 + 4 + 1 + 1 + 8 + 2 + op.tree.name.size();

@@ -146,8 +146,9 @@ enum class OpType : uint8_t {
 struct WriteOp {
   uint32_t vol = 0;
   Bno lba = 0;
-  std::vector<Bno> vba;        // one per block
-  std::vector<uint32_t> csum;  // one per block
+  std::vector<Bno> vba;        // one per block (empty until the committer plans it)
+  std::vector<uint32_t> csum;  // one per block: the write's length
+  Bno count() const { return Bno(csum.size()); }
 };
 struct TrimOp {
   uint32_t vol = 0;
@@ -220,8 +221,11 @@ struct RecordHeader {
   std::vector<Op> ops;
 };
 
-// Payload bytes an op adds to a header.
+// Payload bytes an op adds to a header (a write's by its csum count, so
+// also before its VBAs are planned).
 size_t OpPayloadBytes(const Op& op);
+// Payload bytes of a WRITE of n blocks.
+size_t WritePayloadBytes(size_t n);
 // Payload bytes of a RELOC op of these blocks (packed when they allow it).
 size_t RelocPayloadBytes(std::span<const RelocBlock> blocks);
 // Header blocks needed for `payload_bytes` of ops.

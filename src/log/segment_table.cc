@@ -1,5 +1,8 @@
 #include "log/segment_table.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <cassert>
 
 namespace ftl::log {
@@ -54,11 +57,70 @@ void SegmentTable::ResetSegment(uint32_t seg) {
   s.data_count = 0;
 }
 
-void SegmentTable::SetState(uint32_t seg, SegmentState st) {
+void SegmentTable::Move(uint32_t seg, std::initializer_list<SegmentState> from, SegmentState to) {
+  SegmentInfo& s = segs_[seg];
+  bool legal = false;
+  for (SegmentState f : from) legal |= s.state == f;
+  if (!legal) {
+    // A bug in the caller: the state machine is the contract (segment_table.h).
+    std::fprintf(stderr, "segment %u: illegal transition %s -> %s\n", seg, SegmentStateName(s.state),
+                 SegmentStateName(to));
+    std::abort();
+  }
+  Load(seg, to);
+}
+
+void SegmentTable::Load(uint32_t seg, SegmentState st) {
   SegmentInfo& s = segs_[seg];
   if (s.state == SegmentState::kFree) --free_count_;
   if (st == SegmentState::kFree) ++free_count_;
   s.state = st;
+}
+
+void SegmentTable::Open(uint32_t seg, Stream stream, bool hot, uint64_t next_seq) {
+  Move(seg, {SegmentState::kFree}, SegmentState::kOpen);
+  SegmentInfo& info = segs_[seg];
+  info.stream = stream;
+  info.discarded = false;
+  info.write_ptr = 0;
+  info.max_seq = 0;
+  info.sealed_seq = 0;
+  info.hot = hot;
+  info.opened_seq = next_seq;
+  info.data_seq_sum = 0;
+  info.data_count = 0;
+}
+
+void SegmentTable::Seal(uint32_t seg, uint64_t sealed_seq) {
+  Move(seg, {SegmentState::kOpen}, SegmentState::kFull);
+  segs_[seg].sealed_seq = sealed_seq;
+}
+
+void SegmentTable::BeginCleaning(uint32_t seg) {
+  Move(seg, {SegmentState::kFull}, SegmentState::kCleaning);
+}
+
+void SegmentTable::AbortCleaning(uint32_t seg) {
+  Move(seg, {SegmentState::kCleaning}, SegmentState::kFull);
+}
+
+void SegmentTable::Release(uint32_t seg) {
+  Move(seg, {SegmentState::kCleaning}, SegmentState::kCleaning);
+  ResetSegment(seg);
+  Load(seg, SegmentState::kFree);
+}
+
+void SegmentTable::BeginDiscard(uint32_t seg) {
+  Move(seg, {SegmentState::kFree}, SegmentState::kCleaning);
+}
+
+void SegmentTable::EndDiscard(uint32_t seg) {
+  Move(seg, {SegmentState::kCleaning}, SegmentState::kFree);
+  segs_[seg].discarded = true;
+}
+
+void SegmentTable::MarkReplayed(uint32_t seg) {
+  Move(seg, {SegmentState::kFree, SegmentState::kOpen}, SegmentState::kFull);
 }
 
 }  // namespace ftl::log

@@ -3,10 +3,11 @@
 // cleaned), its write pointer, the highest record seq it holds, and a
 // validity bitmap + live count of its blocks (a block is valid iff the VBA
 // table points at it with refcount > 0; DESIGN.md §3). The cleaner reads
-// it to choose victims. Not thread-safe: the owner (core::MapState) guards
+// it to choose victims. Not thread-safe: the owner (state::MapState) guards
 // it with its map lock.
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "log/log_format.h"
@@ -57,11 +58,39 @@ class SegmentTable {
   void ResetSegment(uint32_t seg);
 
   uint32_t free_count() const { return free_count_; }
-  // Changes a segment's state, keeping the free count.
-  void SetState(uint32_t seg, SegmentState s);
+
+  // The segment state machine: every state change goes through one of
+  // these, and each checks that it is a legal transition (docs/
+  // architecture.md, "Segments"):
+  //
+  //   free --Open--> open --Seal--> full --BeginCleaning--> cleaning
+  //   cleaning --AbortCleaning--> full      cleaning --Release--> free
+  //   free --BeginDiscard--> cleaning --EndDiscard--> free (discarded)
+  //   free|open --MarkReplayed--> full   (recovery found records in it)
+  //
+  // Open: free -> open for `stream`, its fields reset, opened at `next_seq`.
+  void Open(uint32_t seg, Stream stream, bool hot, uint64_t next_seq);
+  // Seal: open -> full; `sealed_seq` dates it for the cleaner.
+  void Seal(uint32_t seg, uint64_t sealed_seq);
+  // full -> cleaning (the cleaner took it).
+  void BeginCleaning(uint32_t seg);
+  // cleaning -> full (cleaning failed or was interrupted).
+  void AbortCleaning(uint32_t seg);
+  // cleaning -> free: its validity forgotten (ResetSegment), reusable.
+  void Release(uint32_t seg);
+  // free -> cleaning while it is discarded; EndDiscard: back to free.
+  void BeginDiscard(uint32_t seg);
+  void EndDiscard(uint32_t seg);
+  // Recovery: a free or open segment holds replayed records -> full.
+  void MarkReplayed(uint32_t seg);
+  // Loading a checkpoint: the state as stored, unchecked.
+  void Load(uint32_t seg, SegmentState s);
   uint64_t live_blocks() const { return live_total_; }
 
  private:
+  // Changes the state if it is one of `from`; aborts otherwise.
+  void Move(uint32_t seg, std::initializer_list<SegmentState> from, SegmentState to);
+
   uint32_t segment_blocks_;
   std::vector<SegmentInfo> segs_;
   std::vector<uint64_t> bits_;

@@ -9,7 +9,7 @@
 #include <span>
 #include <utility>
 
-namespace ftl::core {
+namespace ftl::media {
 
 class AlignedBuffer {
  public:
@@ -38,4 +38,4 @@ class AlignedBuffer {
   size_t size_ = 0;
 };
 
-}  // namespace ftl::core
+}  // namespace ftl::media

@@ -10,7 +10,7 @@
 
 #include "log/log_format.h"
 
-namespace ftl::clone {
+namespace ftl::range {
 
 using log::Bno;
 
@@ -34,4 +34,4 @@ struct MergePlan {
 MergePlan PlanMerge(const std::vector<Bno>& base, const std::vector<std::vector<Bno>>& sources,
                     Policy policy);
 
-}  // namespace ftl::clone
+}  // namespace ftl::range

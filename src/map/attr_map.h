@@ -11,7 +11,7 @@
 
 #include "log/log_format.h"
 
-namespace ftl::clone {
+namespace ftl::map {
 
 using log::Bno;
 
@@ -43,4 +43,4 @@ class AttrMap {
   std::map<Bno, Piece> ranges_;  // start -> (end, bits)
 };
 
-}  // namespace ftl::clone
+}  // namespace ftl::map

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "clone/attr_map.h"
+#include "map/attr_map.h"
 #include "log/log_format.h"
 #include "log/segment_table.h"
 #include "map/extent_tree.h"
 #include "map/vba_table.h"
 
-namespace ftl::core {
+namespace ftl::state {
 
 using log::Bno;
 using log::kNoBlock;
@@ -47,7 +47,7 @@ struct VolumeMeta {
   uint32_t parent = kNoTree;
   uint64_t created_ns = 0;
   uint64_t seq = 0;  // seq of the note that created it (0: format)
-  clone::AttrMap attrs;
+  map::AttrMap attrs;
   VolumeMeta(uint32_t i, std::string n, uint64_t blocks, map::TreeContext* ctx)
       : id(i), name(std::move(n)), size_blocks(blocks), tree(ctx) {}
   bool is_snapshot() const { return kind == TreeKind::kSnapshot; }
@@ -173,4 +173,4 @@ class MapState {
   std::vector<uint64_t> rebuild_dv_;
 };
 
-}  // namespace ftl::core
+}  // namespace ftl::state

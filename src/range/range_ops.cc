@@ -1,17 +1,18 @@
-// Range operations (DESIGN.md §3): clone, move, merge and attributes, as
-// notes. Range notes of concurrent callers are group-committed into shared
-// records; one call's ops always land in one record (all or nothing).
+#include "range/range_ops.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
-#include "clone/merge_plan.h"
-#include "core/pool_impl.h"
+#include "range/merge_plan.h"
+#include "state/resolve.h"
 
-namespace ftl::core {
+namespace ftl::range {
 namespace {
+
+using commit::ReqOp;
+using log::Bno;
+using log::kNoBlock;
 
 // Payload a header may carry (one record of at most kMaxHeaderBlocks).
 constexpr size_t kMaxNotePayload = size_t(log::kMaxHeaderBlocks) * kBlockSize - 64;
@@ -26,27 +27,17 @@ absl::Status CheckAligned(const char* what, uint64_t v) {
 }
 
 ReqOp CloneReq(uint32_t src, Bno src_lba, uint32_t dst, Bno dst_lba, Bno count) {
-  ReqOp r;
-  r.type = log::OpType::kClone;
-  r.note.type = log::OpType::kClone;
-  r.note.clone = {src, src_lba, dst, dst_lba, count};
-  return r;
+  log::Op op;
+  op.type = log::OpType::kClone;
+  op.clone = {src, src_lba, dst, dst_lba, count};
+  return ReqOp::Note(std::move(op));
 }
 
-ReqOp TrimReq(uint32_t vol, Bno lba, Bno count) {
-  ReqOp r;
-  r.type = log::OpType::kTrim;
-  r.vol = vol;
-  r.lba = lba;
-  r.count = count;
-  r.note.type = log::OpType::kTrim;
-  r.note.trim = {vol, lba, count};
-  return r;
-}
+ReqOp TrimReq(uint32_t vol, Bno lba, Bno count) { return ReqOp::Trim(vol, lba, count); }
 
 absl::Status CheckPayload(const std::vector<ReqOp>& ops) {
   size_t bytes = 0;
-  for (const ReqOp& op : ops) bytes += log::OpPayloadBytes(op.note);
+  for (const ReqOp& op : ops) bytes += log::OpPayloadBytes(op.op);
   if (bytes > kMaxNotePayload)
     return absl::InvalidArgumentError(absl::StrFormat(
         "too many operations for one atomic note (%d bytes of at most %d; about %d moves)",
@@ -56,12 +47,12 @@ absl::Status CheckPayload(const std::vector<ReqOp>& ops) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ReqOp>> PoolImpl::BuildRangeOps(const std::vector<RangeOp>& ops) {
+absl::StatusOr<std::vector<ReqOp>> RangeOps::Build(const std::vector<RangeOp>& ops) {
   if (ops.empty()) return absl::InvalidArgumentError("no range operations given");
   std::vector<ReqOp> out;
   // Only the catalogue is read (names, sizes, flags, attributes), so the
   // committer applying a batch under map_mu_ does not hold this up.
-  absl::ReaderMutexLock l(&tree_meta_mu_);
+  absl::ReaderMutexLock l(&state_->tree_meta_mu);
   for (size_t i = 0; i < ops.size(); ++i) {
     const RangeOp& op = ops[i];
     auto fail = [&](const absl::Status& s) {
@@ -75,9 +66,9 @@ absl::StatusOr<std::vector<ReqOp>> PoolImpl::BuildRangeOps(const std::vector<Ran
     }
     if (op.len == 0) return fail(absl::InvalidArgumentError("length is zero"));
     const bool move = op.kind == RangeOp::Kind::kMove;
-    absl::StatusOr<uint32_t> src = ResolveTreeLocked(op.from, !move);
+    absl::StatusOr<uint32_t> src = state::ResolveTree(*state_->map, op.from, !move);
     if (!src.ok()) return fail(src.status());
-    absl::StatusOr<uint32_t> dst = ResolveTreeLocked(op.to, false);
+    absl::StatusOr<uint32_t> dst = state::ResolveTree(*state_->map, op.to, false);
     if (!dst.ok()) return fail(dst.status());
     Bno s0 = Bno(op.src / kBlockSize), d0 = Bno(op.dst / kBlockSize);
     uint64_t n64 = op.len / kBlockSize;
@@ -98,7 +89,7 @@ absl::StatusOr<std::vector<ReqOp>> PoolImpl::BuildRangeOps(const std::vector<Ran
       }
     }
     for (ReqOp& r : piece) {
-      if (absl::Status s = state_->ValidateNote(r.note); !s.ok()) return fail(s);
+      if (absl::Status s = state_->map->ValidateNote(r.op); !s.ok()) return fail(s);
       out.push_back(std::move(r));
     }
   }
@@ -106,26 +97,26 @@ absl::StatusOr<std::vector<ReqOp>> PoolImpl::BuildRangeOps(const std::vector<Ran
   return out;
 }
 
-absl::Status PoolImpl::ApplyRangeOps(const std::vector<RangeOp>& ops) {
-  absl::StatusOr<std::vector<ReqOp>> req = BuildRangeOps(ops);
+absl::Status RangeOps::Apply(const std::vector<RangeOp>& ops) {
+  absl::StatusOr<std::vector<ReqOp>> req = Build(ops);
   if (!req.ok()) return req.status();
-  if (absl::Status s = CheckMetadataRoom(16); !s.ok()) return s;
-  return SubmitNotes(std::move(*req), false);
+  if (absl::Status s = metadata_room_(16); !s.ok()) return s;
+  return committer_->SubmitNotes(std::move(*req), false);
 }
 
-void PoolImpl::ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,
+void RangeOps::ApplyAsync(const std::vector<RangeOp>& ops,
                                   std::function<void(absl::Status)> done) {
-  absl::StatusOr<std::vector<ReqOp>> req = BuildRangeOps(ops);
+  absl::StatusOr<std::vector<ReqOp>> req = Build(ops);
   if (!req.ok()) return done(req.status());
-  if (absl::Status s = CheckMetadataRoom(16);
+  if (absl::Status s = metadata_room_(16);
       !s.ok())
     return done(s);
-  Request* r = MakeNoteRequest(std::move(*req), false);
+  commit::Request* r = commit::MakeNoteRequest(std::move(*req), false);
   r->done = std::move(done);
-  Submit(r);
+  committer_->Submit(r);
 }
 
-absl::StatusOr<MergeResult> PoolImpl::Merge(const MergeRequest& req) {
+absl::StatusOr<MergeResult> RangeOps::Merge(const MergeRequest& req) {
   if (req.sources.empty()) return absl::InvalidArgumentError("merge needs at least one source");
   for (auto [what, v] : {std::pair{"base offset", req.base}, std::pair{"destination offset", req.dst},
                          std::pair{"length", req.len}}) {
@@ -139,12 +130,12 @@ absl::StatusOr<MergeResult> PoolImpl::Merge(const MergeRequest& req) {
   result.blocks = n;
   std::vector<ReqOp> ops;
   {
-    absl::ReaderMutexLock l(&map_mu_);
-    absl::StatusOr<uint32_t> from = ResolveTreeLocked(req.from, true);
+    absl::ReaderMutexLock l(&state_->map_mu);
+    absl::StatusOr<uint32_t> from = state::ResolveTree(*state_->map, req.from, true);
     if (!from.ok()) return from.status();
-    absl::StatusOr<uint32_t> to = ResolveTreeLocked(req.to, false);
+    absl::StatusOr<uint32_t> to = state::ResolveTree(*state_->map, req.to, false);
     if (!to.ok()) return to.status();
-    const VolumeMeta* src = state_->volume(*from);
+    const state::VolumeMeta* src = state_->map->volume(*from);
     const Bno base = Bno(req.base / kBlockSize), dst = Bno(req.dst / kBlockSize);
     auto in_range = [&](uint64_t b) { return b + n <= src->size_blocks; };
     if (!in_range(base)) return absl::OutOfRangeError("base range is past the end of the source");
@@ -172,76 +163,33 @@ absl::StatusOr<MergeResult> PoolImpl::Merge(const MergeRequest& req) {
     std::vector<Bno> base_v = blocks_of(base);
     std::vector<std::vector<Bno>> srcs;
     for (uint64_t s : req.sources) srcs.push_back(blocks_of(Bno(s / kBlockSize)));
-    clone::Policy policy = req.policy == MergePolicy::kFail    ? clone::Policy::kFail
-                           : req.policy == MergePolicy::kFirst ? clone::Policy::kFirst
-                                                               : clone::Policy::kLast;
-    clone::MergePlan plan = clone::PlanMerge(base_v, srcs, policy);
+    range::Policy policy = req.policy == MergePolicy::kFail    ? range::Policy::kFail
+                           : req.policy == MergePolicy::kFirst ? range::Policy::kFirst
+                                                               : range::Policy::kLast;
+    range::MergePlan plan = range::PlanMerge(base_v, srcs, policy);
     for (Bno c : plan.conflicts) result.conflicts.push_back(uint64_t(c) * kBlockSize);
-    if (policy == clone::Policy::kFail && !plan.conflicts.empty()) return result;
+    if (policy == range::Policy::kFail && !plan.conflicts.empty()) return result;
     result.taken = plan.taken;
     result.unchanged = plan.unchanged;
-    for (const clone::MergeRun& run : plan.runs) {
+    for (const range::MergeRun& run : plan.runs) {
       Bno from_lba = run.source < 0 ? base : Bno(req.sources[size_t(run.source)] / kBlockSize);
       if (run.source < 0 && *from == *to && base == dst) continue;  // already there
       ops.push_back(CloneReq(*from, from_lba + run.offset, *to, dst + run.offset, run.count));
     }
     for (const ReqOp& op : ops)
-      if (absl::Status s = state_->ValidateNote(op.note); !s.ok()) return s;
+      if (absl::Status s = state_->map->ValidateNote(op.op); !s.ok()) return s;
     if (absl::Status s = CheckPayload(ops); !s.ok())
       return absl::InvalidArgumentError(
           absl::StrCat("merge result too fragmented for one atomic note: ", s.message()));
   }
   if (!ops.empty()) {
-    if (absl::Status s = CheckMetadataRoom(16);
+    if (absl::Status s = metadata_room_(16);
         !s.ok())
       return s;
-    if (absl::Status s = SubmitNotes(std::move(ops), false); !s.ok()) return s;
+    if (absl::Status s = committer_->SubmitNotes(std::move(ops), false); !s.ok()) return s;
   }
   result.applied = true;
   return result;
 }
 
-absl::Status PoolImpl::SetRangeAttr(const std::string& volume, uint64_t offset, uint64_t length,
-                                    RangeAttr attr) {
-  if (absl::Status s = CheckAligned("offset", offset); !s.ok()) return s;
-  if (absl::Status s = CheckAligned("length", length); !s.ok()) return s;
-  if (length == 0) return absl::InvalidArgumentError("length is zero");
-  // Serialised with rollbacks, whose immutable-range check must not see an
-  // attribute change slip in before their note (catalog.cc).
-  absl::MutexLock cat(&catalog_mu_);
-  log::Op op;
-  op.type = log::OpType::kAttr;
-  op.attr.lba = Bno(offset / kBlockSize);
-  op.attr.count = Bno(length / kBlockSize);
-  switch (attr) {
-    case RangeAttr::kImmutable: op.attr.set = log::kAttrImmutable; break;
-    case RangeAttr::kMutable: op.attr.clear = log::kAttrImmutable; break;
-    case RangeAttr::kNonPersistent: op.attr.set = log::kAttrNonPersistent; break;
-    case RangeAttr::kPersistent: op.attr.clear = log::kAttrNonPersistent; break;
-  }
-  {
-    absl::ReaderMutexLock l(&map_mu_);
-    absl::StatusOr<uint32_t> vid = ResolveTreeLocked(volume, false);
-    if (!vid.ok()) return vid.status();
-    op.attr.vol = *vid;
-    if (absl::Status s = state_->ValidateNote(op); !s.ok()) return s;
-  }
-  ReqOp r;
-  r.type = op.type;
-  r.note = op;
-  return SubmitNotes({r}, true);
-}
-
-absl::StatusOr<std::vector<AttrExtent>> PoolImpl::RangeAttrs(const std::string& volume) {
-  absl::ReaderMutexLock l(&map_mu_);
-  absl::StatusOr<uint32_t> vid = ResolveTreeLocked(volume, true);
-  if (!vid.ok()) return vid.status();
-  std::vector<AttrExtent> out;
-  for (const clone::AttrRange& a : state_->volume(*vid)->attrs.All()) {
-    out.push_back({uint64_t(a.lba) * kBlockSize, uint64_t(a.count) * kBlockSize,
-                   (a.bits & log::kAttrImmutable) != 0, (a.bits & log::kAttrNonPersistent) != 0});
-  }
-  return out;
-}
-
-}  // namespace ftl::core
+}  // namespace ftl::range

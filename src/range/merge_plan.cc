@@ -1,6 +1,6 @@
-#include "clone/merge_plan.h"
+#include "range/merge_plan.h"
 
-namespace ftl::clone {
+namespace ftl::range {
 
 MergePlan PlanMerge(const std::vector<Bno>& base, const std::vector<std::vector<Bno>>& sources,
                     Policy policy) {
@@ -40,4 +40,4 @@ MergePlan PlanMerge(const std::vector<Bno>& base, const std::vector<std::vector<
   return plan;
 }
 
-}  // namespace ftl::clone
+}  // namespace ftl::range

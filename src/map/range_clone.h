@@ -9,7 +9,7 @@
 #include "map/extent_tree.h"
 #include "map/vba_table.h"
 
-namespace ftl::clone {
+namespace ftl::map {
 
 using log::Bno;
 
@@ -17,4 +17,4 @@ using log::Bno;
 void CloneRange(const map::ExtentTree& src, Bno src_lba, map::ExtentTree* dst, Bno dst_lba,
                 Bno count, map::VbaTable* vbas);
 
-}  // namespace ftl::clone
+}  // namespace ftl::map

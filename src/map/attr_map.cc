@@ -1,6 +1,6 @@
-#include "clone/attr_map.h"
+#include "map/attr_map.h"
 
-namespace ftl::clone {
+namespace ftl::map {
 
 void AttrMap::Apply(Bno lba, Bno count, uint8_t set, uint8_t clear) {
   if (count == 0) return;
@@ -82,4 +82,4 @@ uint8_t AttrMap::union_bits() const {
   return b;
 }
 
-}  // namespace ftl::clone
+}  // namespace ftl::map

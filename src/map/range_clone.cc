@@ -1,8 +1,8 @@
-#include "clone/range_clone.h"
+#include "map/range_clone.h"
 
 #include <vector>
 
-namespace ftl::clone {
+namespace ftl::map {
 
 void CloneRange(const map::ExtentTree& src, Bno src_lba, map::ExtentTree* dst, Bno dst_lba,
                 Bno count, map::VbaTable* vbas) {
@@ -20,4 +20,4 @@ void CloneRange(const map::ExtentTree& src, Bno src_lba, map::ExtentTree* dst, B
   for (const map::Extent& e : pieces) vbas->Decref(e.vba, e.len);
 }
 
-}  // namespace ftl::clone
+}  // namespace ftl::map

@@ -1,19 +1,17 @@
-// PoolImpl as the cleaner's host: victim candidates and segment cleaning.
-// Relocation only changes the VBA table, by compare-and-set from the old
-// PBA (a copy that lost its race to a user overwrite is simply dead).
+#include "gc/relocator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
-#include "core/aligned_buffer.h"
-#include "core/pool_impl.h"
 #include "log/segment_reader.h"
-#include "util/logging.h"
+#include "media/aligned_buffer.h"
 
-namespace ftl::core {
+namespace ftl::gc {
 namespace {
+using log::Bno;
 // Relocated blocks per record: as many as one header block describes
 // (a packed RELOC takes 20 bytes a block after the 64-byte fixed header
 // and its own 17 bytes; log/log_format.h). Header blocks are dead space in
@@ -21,33 +19,33 @@ namespace {
 // of several volumes) takes two header blocks.
 constexpr uint32_t kRelocChunkBlocks = (log::kBlock - log::kRecordFixedBytes - 17) / 20;
 static_assert(kRelocChunkBlocks == 200);
+}  // namespace
+
+uint32_t Relocator::FreeSegments() {
+  absl::ReaderMutexLock l(&state_->map_mu);
+  return state_->map->segments().free_count();
 }
 
-uint32_t PoolImpl::FreeSegments() {
-  absl::ReaderMutexLock l(&map_mu_);
-  return state_->segments().free_count();
-}
-
-uint32_t PoolImpl::SlackSegments() {
+uint32_t Relocator::SlackSegments() {
   // One segment per 128 segments of space not holding live data, at most
   // 64: nothing at fill 0.8-0.9 of a few hundred segments (each idle free
   // segment there costs ~0.03-0.1 of WA), several at low fill, where the
   // cleaner can then work ahead of the writers and free segments several
   // to a media sync.
-  absl::ReaderMutexLock l(&map_mu_);
-  const auto& segs = state_->segments();
+  absl::ReaderMutexLock l(&state_->map_mu);
+  const auto& segs = state_->map->segments();
   const uint64_t live_segs = (segs.live_blocks() + segs.segment_blocks() - 1) / segs.segment_blocks();
   const uint64_t spare = segs.count() > live_segs ? segs.count() - live_segs : 0;
   return uint32_t(std::min<uint64_t>(spare / 128, 64));
 }
 
-gc::VictimInput PoolImpl::Candidates() {
-  gc::VictimInput in;
-  absl::ReaderMutexLock l(&map_mu_);
-  const auto& segs = state_->segments();
+VictimInput Relocator::Candidates() {
+  VictimInput in;
+  absl::ReaderMutexLock l(&state_->map_mu);
+  const auto& segs = state_->map->segments();
   in.segment_blocks = segs.segment_blocks();
-  in.now_seq = last_written_seq_ + 1;
-  in.gate_seq = gate_seq_;
+  in.now_seq = durability_->last_written() + 1;
+  in.gate_seq = checkpointer_->gate_seq();
   for (uint32_t s = 0; s < segs.count(); ++s) {
     const auto& si = segs.at(s);
     if (si.state != log::SegmentState::kFull) continue;
@@ -56,32 +54,28 @@ gc::VictimInput PoolImpl::Candidates() {
   return in;
 }
 
-absl::Status PoolImpl::ReleaseCleaned() {
+absl::Status Relocator::ReleaseCleaned() {
   if (cleaned_unreleased_.empty()) return absl::OkStatus();
   // A segment may be reused only once everything that made its blocks dead
   // (relocations, overwrites, trims) is durable, and no reader still reads
   // from it. One sync covers the whole group.
-  if (absl::Status s = SyncMedia(); !s.ok()) {
-    absl::MutexLock l(&map_mu_);
-    for (uint32_t seg : cleaned_unreleased_) state_->segments().SetState(seg, log::SegmentState::kFull);
+  if (absl::Status s = durability_->Sync(); !s.ok()) {
+    absl::MutexLock l(&state_->map_mu);
+    for (uint32_t seg : cleaned_unreleased_) state_->map->segments().AbortCleaning(seg);
     cleaned_unreleased_.clear();
     return s;
   }
   for (uint32_t seg : cleaned_unreleased_) {
-    while (seg_readers_[seg].load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    absl::MutexLock l(&map_mu_);
-    state_->segments().ResetSegment(seg);
-    state_->segments().SetState(seg, log::SegmentState::kFree);
+    while (state_->Pinned(seg)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    absl::MutexLock l(&state_->map_mu);
+    state_->map->segments().Release(seg);
   }
   cleaned_unreleased_.clear();
-  {
-    absl::MutexLock l(&queue_mu_);
-    user_blocked_ = false;
-  }
+  sink_->SpaceFreed();
   return absl::OkStatus();
 }
 
-uint32_t PoolImpl::DiscardIdle(uint32_t max) {
+uint32_t Relocator::DiscardIdle(uint32_t max) {
   // Discarding right when a segment is freed mostly hurts: it is usually
   // reused moments later, and the file system must reallocate and zero the
   // range. So free segments are discarded only after a second without
@@ -89,66 +83,37 @@ uint32_t PoolImpl::DiscardIdle(uint32_t max) {
   // also locks the backing file against reads for its duration).
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (!discard_ || now - last_io_ns_.load(std::memory_order_relaxed) < 2'000'000'000) return 0;
-  auto& segs = state_->segments();
+  if (!cfg_.discard || now - state_->counters.last_io_ns.load(std::memory_order_relaxed) < 2'000'000'000) return 0;
+  auto& segs = state_->map->segments();
   uint32_t done = 0;
   for (uint32_t s = 0; s < segs.count() && done < max; ++s) {
     {
-      absl::MutexLock l(&map_mu_);
+      absl::MutexLock l(&state_->map_mu);
       const auto& si = segs.at(s);
       if (si.state != log::SegmentState::kFree || si.discarded) continue;
-      segs.SetState(s, log::SegmentState::kCleaning);
+      segs.BeginDiscard(s);
     }
-    (void)media_->Discard(MediaOffset(segs.FirstBlock(s)), uint64_t(geo_.segment_blocks) * kBlockSize);
-    absl::MutexLock l(&map_mu_);
-    segs.SetState(s, log::SegmentState::kFree);
-    segs.at(s).discarded = true;
+    (void)media_->Discard(MediaOffset(segs.FirstBlock(s)), uint64_t(cfg_.segment_blocks) * kBlockSize);
+    absl::MutexLock l(&state_->map_mu);
+    segs.EndDiscard(s);
     ++done;
   }
   return done;
 }
 
-void PoolImpl::SpaceAvailable() {
-  absl::MutexLock l(&queue_mu_);
-  user_blocked_ = false;  // the writer retries; it blocks again if still full
-}
-
-void PoolImpl::CleanerFailed(const absl::Status& why) {
-  std::deque<Request*> failed;
-  {
-    absl::MutexLock l(&queue_mu_);
-    if (!user_blocked_) return;
-    failed.swap(user_q_);
-    user_blocked_ = false;
-  }
-  absl::Status s = absl::IsResourceExhausted(why)
-                       ? why
-                       : absl::ResourceExhaustedError(absl::StrFormat(
-                             "no free space and the cleaner failed: %s", why.message()));
-  for (Request* r : failed) {
-    r->done(s);
-    delete r;
-  }
-}
-
-absl::StatusOr<uint32_t> PoolImpl::RunCleaner(uint32_t min_free_segments) {
-  if (read_only_) return absl::FailedPreconditionError("pool is open read-only");
-  return cleaner_->RunUntil(min_free_segments);
-}
-
-absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
-  auto& segs = state_->segments();
+absl::StatusOr<uint32_t> Relocator::CleanSegment(uint32_t seg) {
+  auto& segs = state_->map->segments();
   uint32_t wp;
   bool from_hot;
-  const uint64_t now = last_written_seq_ + 1;
+  const uint64_t now = durability_->last_written() + 1;
   {
-    absl::MutexLock l(&map_mu_);
+    absl::MutexLock l(&state_->map_mu);
     if (segs.at(seg).state != log::SegmentState::kFull) return 0;
-    segs.SetState(seg, log::SegmentState::kCleaning);
+    segs.BeginCleaning(seg);
     wp = segs.at(seg).write_ptr;
     from_hot = segs.at(seg).hot;
     // The lifespan of hot segments is what tells hot blocks from cold ones.
-    if (from_hot) placement_.HotSegmentReclaimed(now - segs.at(seg).opened_seq);
+    if (from_hot) placement_->HotSegmentReclaimed(now - segs.at(seg).opened_seq);
     // Nothing live (a full segment never gains live blocks): no need to
     // read it. Its notes are older than the checkpoint gate (Candidates).
     if (segs.at(seg).live == 0) {
@@ -157,18 +122,18 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     }
   }
   auto restore = [&](absl::Status s) {
-    absl::MutexLock l(&map_mu_);
-    segs.SetState(seg, log::SegmentState::kFull);
+    absl::MutexLock l(&state_->map_mu);
+    segs.AbortCleaning(seg);
     return s;
   };
   Bno first = segs.FirstBlock(seg);
-  AlignedBuffer buf(size_t(wp) * kBlockSize);
+  media::AlignedBuffer buf(size_t(wp) * kBlockSize);
   if (wp > 0) {
     if (absl::Status s = media_->Read(MediaOffset(first), buf.span()); !s.ok()) return restore(s);
   }
   log::ScanOptions so;
   so.segment_blocks = wp;
-  so.uuid = sb_.uuid;
+  so.uuid = checkpointer_->superblock().uuid;
   so.verify_data = false;
   log::SegmentScan scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
     std::memcpy(out.data(), buf.data() + size_t(b) * kBlockSize, size_t(n) * kBlockSize);
@@ -179,8 +144,8 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
   std::vector<log::RelocBlock> live;
   std::vector<uint32_t> offsets;
   {
-    absl::ReaderMutexLock l(&map_mu_);
-    const auto& vbas = state_->vbas();
+    absl::ReaderMutexLock l(&state_->map_mu);
+    const auto& vbas = state_->map->vbas();
     auto is_live = [&](Bno vba, Bno pba) {
       return vbas.InRange(vba) && vbas.Get(vba).refs > 0 && vbas.Get(vba).pba == pba;
     };
@@ -191,7 +156,7 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
           for (size_t k = 0; k < op.write.vba.size(); ++k, ++i) {
             Bno pba = first + rec.data_block(i);
             if (!is_live(op.write.vba[k], pba)) continue;
-            live.push_back({op.write.vba[k], pba, state_->block_csum(pba), rec.header.seq,
+            live.push_back({op.write.vba[k], pba, state_->map->block_csum(pba), rec.header.seq,
                             op.write.vol, op.write.lba + Bno(k)});
             offsets.push_back(rec.data_block(i));
           }
@@ -199,7 +164,7 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
           for (const log::RelocBlock& b : op.reloc.blocks) {
             Bno pba = first + rec.data_block(i++);
             if (!is_live(b.vba, pba)) continue;
-            live.push_back({b.vba, pba, state_->block_csum(pba), b.data_seq, b.vol, b.lba});
+            live.push_back({b.vba, pba, state_->map->block_csum(pba), b.data_seq, b.vol, b.lba});
             offsets.push_back(rec.data_block(i - 1));
           }
         }
@@ -208,11 +173,11 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
   }
 
   // Each live block goes to the slot placement chooses.
-  std::vector<size_t> order[gc::kSlotCount];
+  std::vector<size_t> order[kSlotCount];
   {
-    absl::ReaderMutexLock l(&map_mu_);
+    absl::ReaderMutexLock l(&state_->map_mu);
     for (size_t k = 0; k < live.size(); ++k)
-      order[int(placement_.ForRelocation(from_hot, live[k].data_seq, now))].push_back(k);
+      order[int(placement_->ForRelocation(from_hot, live[k].data_seq, now))].push_back(k);
   }
 
   // A chunk of one volume's blocks packs (log/log_format.h: RELOCP).
@@ -221,39 +186,31 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
 
   // Relocate in chunks of one slot; data is gathered into one buffer per chunk.
   struct Pending {
-    AlignedBuffer data;
+    media::AlignedBuffer data;
     absl::Notification done;
     absl::Status status;
   };
   std::vector<std::unique_ptr<Pending>> pending;
-  for (int slot = 0; slot < gc::kSlotCount; ++slot) {
+  for (int slot = 0; slot < kSlotCount; ++slot) {
     const std::vector<size_t>& ks = order[slot];
     for (size_t at = 0; at < ks.size(); at += kRelocChunkBlocks) {
       size_t n = std::min<size_t>(kRelocChunkBlocks, ks.size() - at);
       auto pd = std::make_unique<Pending>();
-      pd->data = AlignedBuffer(n * kBlockSize);
-      auto* r = new Request;
-      r->stream = log::Stream::kRelocation;
-      r->slot = gc::Slot(slot);
-      r->splittable = true;  // each block's relocation stands alone
-      ReqOp op;
-      op.type = log::OpType::kReloc;
-      op.count = Bno(n);
-      op.data = pd->data.data();
+      pd->data = media::AlignedBuffer(n * kBlockSize);
+      std::vector<log::RelocBlock> blocks;
       for (size_t j = 0; j < n; ++j) {
         size_t k = ks[at + j];
         std::memcpy(pd->data.data() + j * kBlockSize, buf.data() + size_t(offsets[k]) * kBlockSize,
                     kBlockSize);
-        op.reloc.push_back(live[k]);
+        blocks.push_back(live[k]);
       }
-      r->ops.push_back(std::move(op));
       Pending* raw = pd.get();
-      r->done = [raw](absl::Status s) {
+      const std::byte* data = pd->data.data();
+      pending.push_back(std::move(pd));
+      sink_->SubmitRelocation(Slot(slot), std::move(blocks), data, [raw](absl::Status s) {
         raw->status = s;
         raw->done.Notify();
-      };
-      pending.push_back(std::move(pd));
-      Submit(r);
+      });
     }
   }
   for (auto& pd : pending) {
@@ -261,9 +218,9 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
     if (!pd->status.ok()) return restore(pd->status);
   }
   {
-    absl::MutexLock l(&map_mu_);
+    absl::MutexLock l(&state_->map_mu);
     if (uint32_t left = segs.at(seg).live; left != 0) {
-      segs.SetState(seg, log::SegmentState::kFull);
+      segs.AbortCleaning(seg);
       return absl::InternalError(absl::StrFormat(
           "segment %d still has %d live blocks its records do not describe", seg, left));
     }
@@ -272,4 +229,4 @@ absl::StatusOr<uint32_t> PoolImpl::CleanSegment(uint32_t seg) {
   return uint32_t(live.size());
 }
 
-}  // namespace ftl::core
+}  // namespace ftl::gc

@@ -1,4 +1,4 @@
-#include "core/checkpoint_format.h"
+#include "checkpoint/checkpoint_format.h"
 
 #include <cstring>
 #include <unordered_map>
@@ -9,8 +9,13 @@
 #include "util/checksum.h"
 #include "util/encoding.h"
 
-namespace ftl::core {
+namespace ftl::checkpoint {
 
+using log::Bno;
+using log::kNoBlock;
+using state::TreeKind;
+using state::kNoTree;
+using state::VolumeMeta;
 using util::Decoder;
 using util::Encoder;
 
@@ -113,9 +118,9 @@ void EncodeCheckpointInto(const MapState& state, const log::Uuid& uuid, uint64_t
     e.U32(v->parent);
     e.U64(v->created_ns);
     e.U64(v->seq);
-    std::vector<clone::AttrRange> attrs = v->attrs.All();
+    std::vector<map::AttrRange> attrs = v->attrs.All();
     e.U32(uint32_t(attrs.size()));
-    for (const clone::AttrRange& a : attrs) {
+    for (const map::AttrRange& a : attrs) {
       e.U32(a.lba);
       e.U32(a.count);
       e.U8(a.bits);
@@ -159,7 +164,7 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     auto st = log::SegmentState(d.U8());
     if (uint8_t(st) > uint8_t(log::SegmentState::kCleaning))
       return absl::DataLossError("checkpoint: bad segment state");
-    segs.SetState(s, st);
+    segs.Load(s, st);
     auto& si = segs.at(s);
     si.stream = log::Stream(d.U8());
     si.write_ptr = d.U32();
@@ -286,7 +291,7 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     std::string origin_name;
     uint32_t parent = kNoTree;
     uint64_t created_ns = 0, seq = 0;
-    std::vector<clone::AttrRange> attrs;
+    std::vector<map::AttrRange> attrs;
   };
   std::vector<VolIn> vols;
   for (uint32_t i = 0; i < nvol && d.ok(); ++i) {
@@ -307,7 +312,7 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
       uint32_t na = d.U32();
       if (!d.ok() || v.kind > 1 || na > d.remaining() / 9) return fail("bad volume entry");
       for (uint32_t k = 0; k < na; ++k) {
-        clone::AttrRange a;
+        map::AttrRange a;
         a.lba = d.U32();
         a.count = d.U32();
         a.bits = d.U8();
@@ -343,10 +348,10 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     meta->parent = v.parent;
     meta->created_ns = v.created_ns;
     meta->seq = v.seq;
-    for (const clone::AttrRange& a : v.attrs) meta->attrs.Apply(a.lba, a.count, a.bits, 0);
+    for (const map::AttrRange& a : v.attrs) meta->attrs.Apply(a.lba, a.count, a.bits, 0);
   }
   state->set_next_tree_id(std::max(state->next_tree_id(), next_tree_id));
   return out;
 }
 
-}  // namespace ftl::core
+}  // namespace ftl::checkpoint

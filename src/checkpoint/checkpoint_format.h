@@ -37,10 +37,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/map_state.h"
+#include "state/map_state.h"
 #include "log/log_format.h"
 
-namespace ftl::core {
+namespace ftl::checkpoint {
+
+using state::MapState;
 
 inline constexpr uint64_t kCheckpointMagic = 0x54504b43444c5446ull;  // "FTLDCKPT"
 inline constexpr uint32_t kCheckpointVersion = 2;
@@ -61,4 +63,4 @@ struct LoadedCheckpoint {
 absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> bytes,
                                                   const log::Uuid& uuid, MapState* state);
 
-}  // namespace ftl::core
+}  // namespace ftl::checkpoint

@@ -1,14 +1,14 @@
-#include "core/map_state.h"
+#include "state/map_state.h"
 
 #include <algorithm>
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "clone/range_clone.h"
+#include "map/range_clone.h"
 #include "ftl/snapshot.h"
 
-namespace ftl::core {
+namespace ftl::state {
 
 MapState::MapState(uint32_t segment_count, uint32_t segment_blocks)
     : segs_(segment_count, segment_blocks),
@@ -355,7 +355,7 @@ void MapState::ApplyNote(const log::Op& op, uint64_t seq) {
       if (uint64_t(c.src_lba) + c.count > src->size_blocks ||
           uint64_t(c.dst_lba) + c.count > dst->size_blocks)
         return;
-      clone::CloneRange(src->tree, c.src_lba, &dst->tree, c.dst_lba, c.count, &vbas_);
+      map::CloneRange(src->tree, c.src_lba, &dst->tree, c.dst_lba, c.count, &vbas_);
       break;
     }
     case log::OpType::kAttr: {
@@ -497,11 +497,11 @@ absl::Status MapState::CheckRollbackKeepsImmutable(uint32_t vol, uint32_t snap) 
     }
     return out;
   };
-  const std::vector<clone::AttrRange> snap_immutable = s->attrs.With(log::kAttrImmutable);
-  for (const clone::AttrRange& r : v->attrs.With(log::kAttrImmutable)) {
+  const std::vector<map::AttrRange> snap_immutable = s->attrs.With(log::kAttrImmutable);
+  for (const map::AttrRange& r : v->attrs.With(log::kAttrImmutable)) {
     const char* change = nullptr;
     uint64_t covered = 0;  // blocks of r immutable in the snapshot too
-    for (const clone::AttrRange& o : snap_immutable) {
+    for (const map::AttrRange& o : snap_immutable) {
       uint64_t a = std::max<uint64_t>(r.lba, o.lba);
       uint64_t b = std::min<uint64_t>(uint64_t(r.lba) + r.count, uint64_t(o.lba) + o.count);
       if (a < b) covered += b - a;
@@ -527,7 +527,7 @@ uint64_t MapState::DropNonPersistent() {
   uint64_t dropped = 0;
   for (auto& [id, v] : volumes_) {
     if (v->is_snapshot()) continue;
-    for (const clone::AttrRange& r : v->attrs.With(log::kAttrNonPersistent)) {
+    for (const map::AttrRange& r : v->attrs.With(log::kAttrNonPersistent)) {
       uint64_t before = v->tree.mapped_blocks();
       v->tree.Assign(r.lba, r.count, kNoBlock);
       dropped += before - v->tree.mapped_blocks();
@@ -536,4 +536,4 @@ uint64_t MapState::DropNonPersistent() {
   return dropped;
 }
 
-}  // namespace ftl::core
+}  // namespace ftl::state

@@ -1,0 +1,45 @@
+#include "core/volume_registry.h"
+
+namespace ftl::core {
+
+void VolumeRegistry::Sync(const VolumeContext* ctx, const std::vector<Live>& live) {
+  absl::MutexLock l(&mu_);
+  size_t k = 0;
+  for (auto& [id, v] : volumes_) {
+    while (k < live.size() && live[k].id < id) ++k;
+    if (k == live.size() || live[k].id != id) v->MarkGone();
+  }
+  for (const Live& lv : live) {
+    auto it = volumes_.find(lv.id);
+    if (it == volumes_.end() || it->second->gone()) {
+      // A reused id (after a drop) gets a fresh object; the old one stays.
+      if (it != volumes_.end()) graveyard_.push_back(std::move(it->second));
+      auto v = std::make_unique<VolumeImpl>(ctx, lv.id, lv.name, lv.size_blocks, lv.read_only);
+      it = volumes_.insert_or_assign(lv.id, std::move(v)).first;
+    }
+    it->second->SetHasImmutable(lv.immutable);
+  }
+}
+
+std::vector<std::string> VolumeRegistry::Names() const {
+  std::vector<std::string> out;
+  absl::MutexLock l(&mu_);
+  for (const auto& [id, v] : volumes_)
+    if (!v->gone()) out.push_back(v->name());
+  return out;
+}
+
+Volume* VolumeRegistry::Get(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  for (auto& [id, v] : volumes_)
+    if (!v->gone() && v->name() == name) return v.get();
+  return nullptr;
+}
+
+Volume* VolumeRegistry::Primary() {
+  absl::MutexLock l(&mu_);
+  auto it = volumes_.find(0);
+  return it == volumes_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace ftl::core
