@@ -125,7 +125,7 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
       }
     }
   }
-  const log::Bno pba = map.segments().FirstBlock(seg) + map.segments().at(seg).write_ptr;
+  const log::Pba pba = map.segments().FirstBlock(seg) + map.segments().at(seg).write_ptr;
   absl::Status s = gather ? media_->WriteGather(MediaOffset(pba), gather_)
                           : media_->Write(MediaOffset(pba), buf);
   if (s.ok()) {
@@ -156,7 +156,7 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
     std::optional<absl::MutexLock> meta;
     if (catalog) meta.emplace(&state_->tree_meta_mu);
     absl::MutexLock l(&state_->map_mu);
-    map.ApplyRecord(h, pba);
+    map.ApplyRecord(h, pba.value());
     segments_->SealIfFullLocked(slot, stream, h.seq);
   }
   return Written{h.seq, !h.ops.empty(), synced, catalog};

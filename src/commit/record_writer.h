@@ -56,7 +56,7 @@ class RecordWriter {
                                 bool joined, bool sync, bool sync_fua);
 
  private:
-  uint64_t MediaOffset(log::Bno pba) const { return data_offset_ + uint64_t(pba) * log::kBlock; }
+  uint64_t MediaOffset(log::Pba pba) const { return data_offset_ + uint64_t(pba.value()) * log::kBlock; }
 
   std::shared_ptr<Media> media_;
   state::PoolState* state_;

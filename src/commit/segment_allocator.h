@@ -80,7 +80,7 @@ class SegmentAllocator {
  private:
   // Free segments that must remain after `claim` opens one.
   uint32_t MinFreeToOpen(Claim claim) const;
-  uint64_t MediaOffset(log::Bno pba) const { return data_offset_ + uint64_t(pba) * log::kBlock; }
+  uint64_t MediaOffset(log::Pba pba) const { return data_offset_ + uint64_t(pba.value()) * log::kBlock; }
 
   std::shared_ptr<Media> media_;
   state::PoolState* state_;

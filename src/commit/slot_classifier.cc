@@ -66,7 +66,7 @@ std::vector<std::vector<Request*>> SlotClassifier::Classify(std::vector<Request*
         const map::VbaTable::Entry e =
             vba != log::kNoBlock && vbas.InRange(vba) ? vbas.Get(vba) : map::VbaTable::Entry{};
         if (e.refs > 0 && e.pba != log::kNoBlock) {
-          const auto& si = segs.at(segs.SegmentOf(e.pba));
+          const auto& si = segs.at(segs.SegmentOf(log::Pba(e.pba)));
           old = gc::OldVersion{si.mean_data_seq(), si.hot};
         }
         r->slot = placement_->ForUserWrite(old, next_seq);

@@ -146,7 +146,7 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     auto [it, fresh] = seen_pba.emplace(en.pba, v);
     if (!fresh) problem(absl::StrFormat("PBA %d is used by VBAs %d and %d", en.pba, it->second, v));
     if (!segs.IsValid(en.pba)) problem(absl::StrFormat("live PBA %d is not marked valid", en.pba));
-    ++live_per_seg[segs.SegmentOf(en.pba)];
+    ++live_per_seg[segs.SegmentOf(log::Pba(en.pba))];
   }
   uint32_t open = 0;
   for (uint32_t s = 0; s < segs.count(); ++s) {
@@ -177,7 +177,7 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
       so.uuid = checkpointer_.superblock().uuid;
       so.verify_data = false;
       so.resync_after_damage = true;
-      Bno first = segs.FirstBlock(seg);
+      log::Pba first = segs.FirstBlock(seg);
       log::SegmentScan scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
         return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
       });
@@ -192,7 +192,7 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     media::AlignedBuffer buf(kBlockSize);
     std::set<Bno> bad_vbas;
     for (const auto& [pba, v] : seen_pba) {
-      absl::Status s = media_->Read(MediaOffset(pba), buf.span());
+      absl::Status s = media_->Read(MediaOffset(log::Pba(pba)), buf.span());
       ++rep.blocks_verified;
       if (!s.ok()) {
         problem(absl::StrFormat("PBA %d unreadable: %s", pba, s.message()));

@@ -121,7 +121,7 @@ class PoolImpl : public Pool {
   // pass 64, snapshots and range operations 16. May write a checkpoint to
   // replace its estimate with a measurement (never in the commit role).
   absl::Status CheckMetadataRoom(uint32_t reserve_divisor);
-  uint64_t MediaOffset(Bno pba) const { return geo_.data_offset + uint64_t(pba) * kBlockSize; }
+  uint64_t MediaOffset(log::Pba pba) const { return geo_.data_offset + uint64_t(pba.value()) * kBlockSize; }
 
   std::shared_ptr<Media> media_;
   Geometry geo_;

@@ -48,7 +48,7 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
   Bno b0 = Bno(offset / kBlockSize);
   Bno b1 = Bno((offset + out.size() + kBlockSize - 1) / kBlockSize);
   Bno n = b1 - b0;
-  std::vector<std::pair<Bno, uint32_t>> blocks;
+  std::vector<std::pair<log::Pba, uint32_t>> blocks;
   std::vector<uint32_t> pinned;
   ctx_->state->counters.NoteIo();
   ctx_->state->LookupForRead(id_, b0, n, &blocks, &pinned);
@@ -61,7 +61,7 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
   }
   absl::Status status;
   for (Bno i = 0; i < n && status.ok();) {
-    if (blocks[i].first == kNoBlock) {
+    if (blocks[i].first == log::Pba(kNoBlock)) {
       std::memset(dst + size_t(i) * kBlockSize, 0, kBlockSize);
       ++i;
       continue;
@@ -74,7 +74,7 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
       auto block = std::span<const std::byte>(dst + size_t(k) * kBlockSize, kBlockSize);
       if (util::BlockChecksum(block) != blocks[k].second) {
         status = absl::DataLossError(absl::StrFormat(
-            "checksum mismatch in %s block %d (physical block %d)", name_, b0 + k, blocks[k].first));
+            "checksum mismatch in %s block %d (physical block %d)", name_, b0 + k, blocks[k].first.value()));
       }
     }
     i = j;

@@ -35,7 +35,7 @@ struct VolumeContext {
   // ResourceExhausted when the metadata area has no room (PoolImpl).
   std::function<absl::Status(uint32_t)> metadata_room;
   Bno max_atomic_blocks() const { return Bno(geo->max_atomic_bytes / kBlockSize); }
-  uint64_t MediaOffset(Bno pba) const { return geo->data_offset + uint64_t(pba) * kBlockSize; }
+  uint64_t MediaOffset(log::Pba pba) const { return geo->data_offset + uint64_t(pba.value()) * kBlockSize; }
 };
 
 class VolumeImpl : public Volume {

@@ -126,7 +126,7 @@ absl::StatusOr<uint32_t> Relocator::CleanSegment(uint32_t seg) {
     segs.AbortCleaning(seg);
     return s;
   };
-  Bno first = segs.FirstBlock(seg);
+  const log::Pba first = segs.FirstBlock(seg);
   media::AlignedBuffer buf(size_t(wp) * kBlockSize);
   if (wp > 0) {
     if (absl::Status s = media_->Read(MediaOffset(first), buf.span()); !s.ok()) return restore(s);
@@ -154,7 +154,7 @@ absl::StatusOr<uint32_t> Relocator::CleanSegment(uint32_t seg) {
       for (const log::Op& op : rec.header.ops) {
         if (op.type == log::OpType::kWrite) {
           for (size_t k = 0; k < op.write.vba.size(); ++k, ++i) {
-            Bno pba = first + rec.data_block(i);
+            Bno pba = (first + rec.data_block(i)).value();
             if (!is_live(op.write.vba[k], pba)) continue;
             live.push_back({op.write.vba[k], pba, state_->map->block_csum(pba), rec.header.seq,
                             op.write.vol, op.write.lba + Bno(k)});
@@ -162,7 +162,7 @@ absl::StatusOr<uint32_t> Relocator::CleanSegment(uint32_t seg) {
           }
         } else if (op.type == log::OpType::kReloc) {
           for (const log::RelocBlock& b : op.reloc.blocks) {
-            Bno pba = first + rec.data_block(i++);
+            Bno pba = (first + rec.data_block(i++)).value();
             if (!is_live(b.vba, pba)) continue;
             live.push_back({b.vba, pba, state_->map->block_csum(pba), b.data_seq, b.vol, b.lba});
             offsets.push_back(rec.data_block(i - 1));

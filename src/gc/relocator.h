@@ -75,7 +75,7 @@ class Relocator : public CleanerHost {
   void SpaceAvailable() override { sink_->SpaceFreed(); }
 
  private:
-  uint64_t MediaOffset(log::Bno pba) const { return cfg_.data_offset + uint64_t(pba) * log::kBlock; }
+  uint64_t MediaOffset(log::Pba pba) const { return cfg_.data_offset + uint64_t(pba.value()) * log::kBlock; }
 
   std::shared_ptr<Media> media_;
   state::PoolState* state_;

@@ -78,10 +78,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "log/address.h"
 
 namespace ftl::log {
 
-using Bno = uint32_t;  // a block number: lba, vba or pba (16 TiB at 4 KiB)
+// Bno: a block number — lba, vba or pba (16 TiB at 4 KiB); log/address.h
+// has a distinct type for each kind.
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
 inline constexpr uint32_t kFormatVersion = 4;

@@ -29,7 +29,7 @@ void SegmentTable::SetValid(Bno pba) {
   // Invariant: a block becomes valid only once between erasures.
   assert(!(w & m));
   w |= m;
-  ++segs_[SegmentOf(pba)].live;
+  ++segs_[SegmentOf(Pba(pba))].live;
   ++live_total_;
 }
 
@@ -38,12 +38,12 @@ void SegmentTable::ClearValid(Bno pba) {
   uint64_t m = uint64_t(1) << (pba % 64);
   assert(w & m);
   w &= ~m;
-  --segs_[SegmentOf(pba)].live;
+  --segs_[SegmentOf(Pba(pba))].live;
   --live_total_;
 }
 
 void SegmentTable::ResetSegment(uint32_t seg) {
-  Bno first = FirstBlock(seg);
+  Bno first = FirstBlock(seg).value();
   for (Bno b = first; b < first + segment_blocks_; ++b) {
     if (IsValid(b)) ClearValid(b);
   }

@@ -42,8 +42,8 @@ class SegmentTable {
 
   uint32_t count() const { return uint32_t(segs_.size()); }
   uint32_t segment_blocks() const { return segment_blocks_; }
-  uint32_t SegmentOf(Bno pba) const { return pba / segment_blocks_; }
-  Bno FirstBlock(uint32_t seg) const { return Bno(uint64_t(seg) * segment_blocks_); }
+  uint32_t SegmentOf(Pba pba) const { return pba.value() / segment_blocks_; }
+  Pba FirstBlock(uint32_t seg) const { return Pba(Bno(uint64_t(seg) * segment_blocks_)); }
 
   SegmentInfo& at(uint32_t seg) { return segs_[seg]; }
   const SegmentInfo& at(uint32_t seg) const { return segs_[seg]; }

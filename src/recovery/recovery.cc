@@ -87,7 +87,7 @@ absl::Status Recovery::RollForward(uint64_t from_seq) {
   media::AlignedBuffer first_block(kBlockSize);
   for (uint32_t s = 0; s < segs.count(); ++s) {
     const auto& si = segs.at(s);
-    Bno first = segs.FirstBlock(s);
+    log::Pba first = segs.FirstBlock(s);
     auto read = [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
       return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
     };
@@ -163,7 +163,7 @@ absl::Status Recovery::RollForward(uint64_t from_seq) {
                      found[i + 1].rec.data_ok;
       if (!partner && !said_durable(i, h.seq + 1)) break;
     }
-    Bno pba = segs.FirstBlock(found[i].seg) + found[i].rec.first_block;
+    Bno pba = (segs.FirstBlock(found[i].seg) + found[i].rec.first_block).value();
     out_.map->ApplyRecord(h, pba);
     auto& si = segs.at(found[i].seg);
     if (si.state == log::SegmentState::kFree) segs.MarkReplayed(found[i].seg);
@@ -252,7 +252,7 @@ void Recovery::AcceptLostRecord(uint64_t seq, const log::ParsedRecord* claim, ui
     log->error("accepting loss: {}", out_.losses.back());
   }
   if (!poison.ops.empty())
-    out_.map->ApplyRecord(poison, out_.map->segments().FirstBlock(seg) + claim->first_block);
+    out_.map->ApplyRecord(poison, (out_.map->segments().FirstBlock(seg) + claim->first_block).value());
 }
 
 absl::Status Recovery::RebuildFromLog() {
@@ -264,7 +264,7 @@ absl::Status Recovery::RebuildFromLog() {
     log::ScanOptions so;
     so.segment_blocks = sb_.segment_blocks;
     so.uuid = sb_.uuid;
-    Bno first = segs.FirstBlock(s);
+    log::Pba first = segs.FirstBlock(s);
     auto scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
       return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
     });
@@ -291,7 +291,7 @@ absl::Status Recovery::RebuildFromLog() {
       auto it = by_seq.find(f.rec.header.seq + 1);
       if (it == by_seq.end() || !it->second->rec.data_ok) continue;
     }
-    out_.map->ApplyRecord(f.rec.header, segs.FirstBlock(f.seg) + f.rec.first_block,
+    out_.map->ApplyRecord(f.rec.header, (segs.FirstBlock(f.seg) + f.rec.first_block).value(),
                         state::ApplyMode::kRebuild);
     auto& si = segs.at(f.seg);
     if (si.state == log::SegmentState::kFree) segs.MarkReplayed(f.seg);

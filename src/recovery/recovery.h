@@ -51,7 +51,7 @@ class Recovery {
     log::ParsedRecord rec;
     uint32_t seg;
   };
-  uint64_t MediaOffset(log::Bno pba) const { return sb_.data_offset + uint64_t(pba) * log::kBlock; }
+  uint64_t MediaOffset(log::Pba pba) const { return sb_.data_offset + uint64_t(pba.value()) * log::kBlock; }
   // Replays the records from `from_seq` on into out_.map.
   absl::Status RollForward(uint64_t from_seq);
   // A map from every record in the log (no checkpoint).

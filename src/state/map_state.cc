@@ -175,7 +175,7 @@ void MapState::UnplanWrite(const std::vector<Bno>& planned) {
 }
 
 void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) {
-  uint32_t seg = segs_.SegmentOf(pba);
+  uint32_t seg = segs_.SegmentOf(log::Pba(pba));
   log::SegmentInfo& si = segs_.at(seg);
   Bno data = pba + h.header_blocks;
   // The record PlanWrite planned last (the committer applies it right
@@ -222,7 +222,7 @@ void MapState::ApplyRecord(const log::RecordHeader& h, Bno pba, ApplyMode mode) 
   // This record's lookups are spent: the leaves dropped meanwhile can go.
   lookups_vol_ = kNoTree;
   ctx_.ReapDeadLeaves();
-  Bno end_in_seg = pba + h.header_blocks + h.data_blocks - segs_.FirstBlock(seg);
+  Bno end_in_seg = pba + h.header_blocks + h.data_blocks - segs_.FirstBlock(seg).value();
   si.write_ptr = std::max(si.write_ptr, end_in_seg);
   si.max_seq = std::max(si.max_seq, h.seq);
 }

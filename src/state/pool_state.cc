@@ -7,9 +7,9 @@ void PoolState::InitPins(uint32_t segment_count) {
 }
 
 void PoolState::LookupForRead(uint32_t vol, Bno lba, Bno n,
-                              std::vector<std::pair<Bno, uint32_t>>* out,
+                              std::vector<std::pair<log::Pba, uint32_t>>* out,
                               std::vector<uint32_t>* pinned) {
-  out->assign(n, {kNoBlock, 0});
+  out->assign(n, {log::Pba(kNoBlock), 0});
   std::vector<map::Extent> ext;
   absl::ReaderMutexLock l(&map_mu);
   const VolumeMeta* v = map->volume(vol);
@@ -20,8 +20,8 @@ void PoolState::LookupForRead(uint32_t vol, Bno lba, Bno n,
     for (Bno k = 0; k < e.len; ++k) {
       Bno pba = map->vbas().Get(e.vba + k).pba;
       if (pba == kNoBlock) continue;
-      (*out)[e.lba - lba + k] = {pba, map->block_csum(pba)};
-      uint32_t seg = map->segments().SegmentOf(pba);
+      (*out)[e.lba - lba + k] = {log::Pba(pba), map->block_csum(pba)};
+      uint32_t seg = map->segments().SegmentOf(log::Pba(pba));
       if (seg != last_seg) {
         pins_[seg].fetch_add(1);
         pinned->push_back(seg);

@@ -59,9 +59,9 @@ class PoolState {
   void InitPins(uint32_t segment_count);
 
   // Looks up [lba, lba+n) of tree `vol`: per block its (pba, csum) or
-  // (kNoBlock, 0); pins the segments it maps to, so the cleaner does not
+  // (Pba(kNoBlock), 0); pins the segments it maps to, so the cleaner does not
   // reuse them while they are read. REQUIRES: Unpin(pinned) after reading.
-  void LookupForRead(uint32_t vol, Bno lba, Bno n, std::vector<std::pair<Bno, uint32_t>>* out,
+  void LookupForRead(uint32_t vol, Bno lba, Bno n, std::vector<std::pair<log::Pba, uint32_t>>* out,
                      std::vector<uint32_t>* pinned) ABSL_LOCKS_EXCLUDED(map_mu);
   void Unpin(const std::vector<uint32_t>& pinned);
   // Whether a reader still reads segment `seg`.
