@@ -1,10 +1,10 @@
 #pragma once
 // Public API of the ftld engine: a Pool owns one Media and lays a
-// log-structured store on it (DESIGN.md §2-3); it exports Volumes, each a
+// log-structured store on it (docs/architecture.md); it exports Volumes, each a
 // virtual block device of fixed size. Everything nbd/ and tools/ need is
 // here; they never include src/.
 //
-// Contracts (DESIGN.md §5):
+// Contracts (docs/architecture.md, "Contracts and errors"):
 //  - A write returns once its data is readable by every reader; it is durable
 //    after a later Flush() returns, or at once with fua.
 //  - Each write of at most Geometry::max_atomic_bytes is atomic across a
@@ -238,7 +238,7 @@ class Pool {
   // N records from checkpoint seq S", "rebuilt from log").
   virtual std::string OpenReport() const = 0;
 
-  // ---- Snapshots (DESIGN.md §3). Every call below is durable when it
+  // ---- Snapshots (docs/architecture.md, "The map"). Every call below is durable when it
   // returns (its note is in the log and synced). Errors: NotFound (no such
   // volume/snapshot), AlreadyExists, InvalidArgument (bad name),
   // FailedPrecondition (e.g. deleting an active snapshot),

@@ -1,6 +1,6 @@
 #pragma once
 // Range operation types of the public API: clone, move, merge, attributes
-// (DESIGN.md §3). Offsets and lengths are bytes, multiples of 4096.
+// (docs/architecture.md, "The map"). Offsets and lengths are bytes, multiples of 4096.
 //
 // A tree reference names where a range lives: "" = the primary volume, a
 // volume (or activated export) name, or a snapshot as "VOLUME@SNAPSHOT" /

@@ -1,5 +1,5 @@
 #pragma once
-// Snapshot catalogue types of the public API (DESIGN.md §3). A snapshot is a
+// Snapshot catalogue types of the public API (docs/architecture.md, "The map"). A snapshot is a
 // frozen copy-on-write tree of a volume: creating one, and activating one as
 // a new writable volume, share the tree root and cost O(1).
 //

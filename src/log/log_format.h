@@ -43,7 +43,7 @@
 //                           | count u32
 //                | ATTR   u8=8 | vol u32 | lba u32 | count u32 | set u8 | clear u8
 //
-// Ops 4-8 are notes (no data blocks), DESIGN.md §2: TREE creates tree `id`
+// Ops 4-8 are notes (no data blocks; docs/architecture.md, "Records"): TREE creates tree `id`
 // sharing the tree `src` (kind 1: a snapshot of volume src; kind 0: a volume
 // activated from snapshot src; flags bit 0: read-only); DROP deletes a tree;
 // ROLLBACK makes volume `vol` share snapshot `snap`'s tree; CLONE maps

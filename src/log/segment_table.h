@@ -2,7 +2,7 @@
 // SegmentTable: the state of every segment (free / open / full / being
 // cleaned), its write pointer, the highest record seq it holds, and a
 // validity bitmap + live count of its blocks (a block is valid iff the VBA
-// table points at it with refcount > 0; DESIGN.md §3). The cleaner reads
+// table points at it with refcount > 0; docs/architecture.md, "The map"). The cleaner reads
 // it to choose victims. Not thread-safe: the owner (state::MapState) guards
 // it with its map lock.
 

@@ -1,6 +1,6 @@
 #pragma once
 // ExtentTree: one volume's map LBA -> VBA as a copy-on-write B+tree of
-// extents (DESIGN.md §3). Nodes are reference counted and may be shared by
+// extents (docs/architecture.md, "The map"). Nodes are reference counted and may be shared by
 // several trees (snapshots, clones): Share() is O(1), and the first change
 // under a shared node copies the path down to the leaf (path copying).
 // A leaf entry holds one reference on each VBA it maps (VbaTable refcounts);

@@ -1,5 +1,5 @@
 #pragma once
-// Range clone on copy-on-write extent trees (DESIGN.md §3): the destination
+// Range clone on copy-on-write extent trees (docs/architecture.md, "The map"): the destination
 // range maps the same VBAs as the source range did (holes stay holes); no
 // data moves. Source and destination may be the same tree and may overlap:
 // the source is read completely before the destination changes, and the

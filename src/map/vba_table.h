@@ -1,5 +1,5 @@
 #pragma once
-// VbaTable: the global table VBA -> (PBA, refcount) (DESIGN.md §3). A VBA
+// VbaTable: the global table VBA -> (PBA, refcount) (docs/architecture.md, "The map"). A VBA
 // names one written version of a block; its refcount counts the tree leaf
 // entries that reference it (a leaf shared by several trees counts once, so
 // sharing a tree root costs nothing here). When the count drops to zero the

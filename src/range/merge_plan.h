@@ -1,5 +1,5 @@
 #pragma once
-// Three-way block merge against a base range, by VBA identity (DESIGN.md §3):
+// Three-way block merge against a base range, by VBA identity (docs/architecture.md, "The map"):
 // a block is "changed" in a source when the source maps a different VBA (or
 // a hole where the base has data, or the reverse) than the base. No data is
 // read.

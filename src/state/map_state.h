@@ -3,7 +3,7 @@
 // volume trees, per-block checksums — and the one function that applies a
 // log record to it. The writer thread applies records through ApplyRecord
 // after writing them, and recovery replays records through the same function,
-// so replay reproduces exactly what the running pool did (DESIGN.md §2).
+// so replay reproduces exactly what the running pool did (docs/architecture.md, "Records").
 // Not thread-safe: PoolImpl guards it with map_mu_ (writer exclusive,
 // readers shared).
 
