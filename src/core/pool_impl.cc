@@ -155,10 +155,8 @@ void PoolImpl::StartThreads(const OpenOptions& o) {
   committer_.Start();
   gc::CleanerOptions cl;
   // A small fixed reserve, whatever the pool's size: every free segment
-  // kept idle is space the cleaner cannot use to let victims age. At fill
-  // 0.9 each one costs about 0.1 of write amplification, and a cleaner
-  // that kept up cleaned ahead to its high watermark (uniform writes with
-  // 9 free segments: WA 6.63; with 5: 6.28). Users block at
+  // kept idle is space the cleaner cannot use to let victims age
+  // (docs/decisions.md has the measurements). Users block at
   // kGcReserveSegments free until the cleaner catches up.
   cl.critical = commit::kGcReserveSegments + 1;
   cl.low_watermark = cl.critical + 1;

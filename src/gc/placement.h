@@ -31,11 +31,10 @@
 // active only while a SampledSeparation says so. While passive, all user
 // writes go to the cold slot and all relocations to kGc: no hot segment is
 // open (one that filled slowly would hold its unwritten space, and every
-// block of it that died meanwhile, out of the cleaner's reach: uniform
-// writes at fill 0.9 paid WA +0.16 for such probes).
+// block of it that died meanwhile, out of the cleaner's reach; docs/
+// decisions.md has the measurements).
 //
-// The rule was chosen with bench/greedy_sim.cc (bench/RESULTS.md, "Hot/cold
-// placement"). Pure logic, no locking: the owner serialises calls
+// The rule was chosen with bench/greedy_sim.cc (docs/decisions.md). Pure logic, no locking: the owner serialises calls
 // (guarded by state::PoolState::map_mu).
 
 #include <cstdint>
