@@ -20,7 +20,6 @@ using util::Decoder;
 using util::Encoder;
 
 namespace {
-constexpr size_t kHeaderBytes = 8 + 4 + 16 + 8 + 8 + 8;
 
 // Appends the node count and the nodes to `out` (through `ne`).
 void EncodeNodes(const MapState& state, Encoder& ne, std::vector<std::byte>* out,

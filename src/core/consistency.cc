@@ -48,7 +48,10 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
   std::unordered_map<const map::Node*, uint64_t> node_refs;
   // Walk every distinct node once, counting references to nodes and VBAs.
   std::vector<std::pair<const map::Node*, uint32_t>> stack;  // node, volume id
-  for (const auto& [id, v] : st.volumes()) {
+  for (const auto& entry : st.volumes()) {
+    // Named, not structured bindings: lambdas below capture them.
+    const uint32_t id = entry.first;
+    const VolumeMeta* v = entry.second.get();
     ++rep.volumes;
     rep.mapped_blocks += v->tree.mapped_blocks();
     if (v->tree.root() && node_refs[v->tree.root()]++ == 0) stack.push_back({v->tree.root(), id});
@@ -205,7 +208,9 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     // Who reads them: every volume and snapshot block mapped to a bad VBA
     // (these answer EIO), in runs.
     if (!bad_vbas.empty()) {
-      for (const auto& [id, v] : st.volumes()) {
+      for (const auto& entry : st.volumes()) {
+        // Named, not structured bindings: lambdas below capture them.
+        const VolumeMeta* v = entry.second.get();
         const std::string what = v->is_snapshot() ? v->origin_name + "@" + v->name : v->name;
         Bno run_lo = 0, run_hi = 0;  // [lo, hi) of unreadable LBAs
         auto flush = [&] {
