@@ -1,7 +1,7 @@
 // Unit tests of nbd/: the pure phases (options, validation, encoding, the
-// status mapping, the command line, the control dispatcher) and the server
-// over an in-memory TestVolume with a hand-rolled client (out-of-order
-// replies, drained oversize payloads, structured replies).
+// status mapping; also daemon/'s command line and control/'s dispatcher)
+// and the server over an in-memory TestVolume with a hand-rolled client
+// (out-of-order replies, drained oversize payloads, structured replies).
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,11 +17,11 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include "control/control.h"
+#include "daemon/backing.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_options.h"
 #include "nbd/accept_backoff.h"
-#include "nbd/backing.h"
-#include "nbd/control.h"
-#include "nbd/daemon.h"
-#include "nbd/daemon_options.h"
 #include "nbd/errors.h"
 #include "nbd/handshake.h"
 #include "nbd/options.h"
@@ -32,6 +32,14 @@
 namespace ftl::nbd {
 namespace {
 
+using control::ControlDispatcher;
+using control::Json;
+using control::U64Arg;
+using daemon::BackingAction;
+using daemon::DaemonOptions;
+using daemon::DecideBackingAction;
+using daemon::FillExports;
+using daemon::ParseDaemonArgs;
 using testing::TestVolume;
 constexpr uint64_t kMiB = 1 << 20;
 

@@ -1,13 +1,12 @@
-#include "nbd/daemon_options.h"
+#include "daemon/daemon_options.h"
 
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "nbd/errors.h"
 #include "util/size_parse.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
 namespace {
 
 absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
@@ -161,4 +160,4 @@ A second signal exits at once (the next start recovers from the log).
 )";
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

@@ -27,8 +27,9 @@
 #include "absl/status/statusor.h"
 #include "nbd/asio.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
 
+namespace asio = boost::asio;
 using Json = nlohmann::json;
 
 // Longest request line accepted; a longer one gets an error and the
@@ -102,4 +103,4 @@ class ControlServer {
   std::string path_;
 };
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

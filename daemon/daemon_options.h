@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
 
 struct DaemonOptions {
   std::string backing;
@@ -50,4 +50,4 @@ std::string DefaultControlPath(const std::string& backing);
 std::string DaemonUsage();
 inline constexpr const char* kFtldVersion = "0.1.0";
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

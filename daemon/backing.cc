@@ -1,4 +1,4 @@
-#include "nbd/backing.h"
+#include "daemon/backing.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,7 +14,10 @@
 #include "util/logging.h"
 #include "util/size_parse.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
+
+using nbd::StatusMessage;
+
 namespace {
 
 std::string Msg(const absl::Status& s) { return std::string(StatusMessage(s)); }
@@ -137,4 +140,4 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
   return out;
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

@@ -13,10 +13,10 @@
 // never race with each other; they may race with NBD clients connecting,
 // which is the documented behaviour of --force-less rollback (best effort).
 
-#include "nbd/control.h"
-#include "nbd/control_commands.h"
+#include "control/control.h"
+#include "control/control_commands.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
 
 void RegisterSnapshotCommands(ControlDispatcher* d, const DaemonContext* ctx);
 void RegisterRangeCommands(ControlDispatcher* d, const DaemonContext* ctx);
@@ -26,4 +26,4 @@ void RegisterRangeCommands(ControlDispatcher* d, const DaemonContext* ctx);
 absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
                                  std::optional<uint64_t> fallback = std::nullopt);
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

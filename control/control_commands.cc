@@ -1,4 +1,4 @@
-#include "nbd/control_commands.h"
+#include "control/control_commands.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
+
+using nbd::ConnectionInfo;
+using nbd::Export;
+using nbd::ExportTable;
+using nbd::Server;
+using nbd::ServerCounters;
+using nbd::ServerOptions;
+
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -183,4 +191,4 @@ void RegisterCoreCommands(ControlDispatcher* d, const DaemonContext* ctx) {
               [ctx](const Json& r) { return Gc(*ctx, r); });
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

@@ -6,18 +6,18 @@
 #include <chrono>
 #include <string>
 
+#include "control/control.h"
 #include "ftl/pool.h"
-#include "nbd/control.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
 
 // What the handlers may look at. Not owned; all outlive the dispatcher's use.
 struct DaemonContext {
   Pool* pool = nullptr;
-  Server* server = nullptr;
-  ExportTable* exports = nullptr;
+  nbd::Server* server = nullptr;
+  nbd::ExportTable* exports = nullptr;
   std::string backing;        // as given on the command line
   std::string media;          // Media::Describe()
   std::string open_report;    // how the pool was opened/created
@@ -30,8 +30,8 @@ void RegisterCoreCommands(ControlDispatcher* d, const DaemonContext* ctx);
 
 // Pieces of the replies, shared with later commands.
 Json GeometryJson(const Geometry& g);
-Json ExportsJson(const ExportTable& exports);
+Json ExportsJson(const nbd::ExportTable& exports);
 Json PoolStatsJson(const PoolStats& s);
 Json VolumeStatsJson(const VolumeStats& s);
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

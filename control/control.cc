@@ -1,4 +1,4 @@
-#include "nbd/control.h"
+#include "control/control.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,7 +16,11 @@
 #include "nbd/errors.h"
 #include "util/logging.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
+
+using nbd::AcceptBackoff;
+using nbd::StatusMessage;
+
 namespace {
 
 using boost::system::error_code;
@@ -286,4 +290,4 @@ asio::awaitable<void> ControlServer::Session(ControlServer* server,
   }
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

@@ -1,4 +1,4 @@
-#include "nbd/daemon.h"
+#include "daemon/daemon.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -12,17 +12,28 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "nbd/backing.h"
-#include "nbd/control.h"
-#include "nbd/control_commands.h"
-#include "nbd/control_snapshot.h"
+#include "control/control.h"
+#include "control/control_commands.h"
+#include "control/control_snapshot.h"
+#include "daemon/backing.h"
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
 #include "util/logging.h"
 #include "util/size_parse.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
+
+namespace asio = boost::asio;
+using control::ControlDispatcher;
+using control::ControlServer;
+using control::DaemonContext;
+using nbd::Export;
+using nbd::ExportTable;
+using nbd::Server;
+using nbd::ServerOptions;
+using nbd::StatusMessage;
+
 namespace {
 
 constexpr auto kDrainTimeout = std::chrono::seconds(30);
@@ -198,9 +209,9 @@ int RunDaemon(const std::vector<std::string>& args) {
   ctx.control_path = o.control;
   ctx.read_only = o.read_only;
   ControlDispatcher dispatcher;
-  RegisterCoreCommands(&dispatcher, &ctx);
-  RegisterSnapshotCommands(&dispatcher, &ctx);
-  RegisterRangeCommands(&dispatcher, &ctx);
+  control::RegisterCoreCommands(&dispatcher, &ctx);
+  control::RegisterSnapshotCommands(&dispatcher, &ctx);
+  control::RegisterRangeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
@@ -246,4 +257,4 @@ int RunDaemon(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

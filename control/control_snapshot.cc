@@ -1,4 +1,4 @@
-#include "nbd/control_snapshot.h"
+#include "control/control_snapshot.h"
 
 #include <functional>
 #include <map>
@@ -8,7 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "util/size_parse.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
+
+using nbd::ConnectionInfo;
+using nbd::Export;
+
 namespace {
 
 using Actions = std::map<std::string, std::function<absl::StatusOr<Json>(const Json&)>>;
@@ -598,4 +602,4 @@ void RegisterRangeCommands(ControlDispatcher* d, const DaemonContext* ctx) {
               [actions](const Json& r) { return RunAction("range", *actions, r); });
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control
