@@ -12,9 +12,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "ftl/log.h"
 #include "nbd/accept_backoff.h"
 #include "nbd/errors.h"
-#include "util/logging.h"
 
 namespace ftl::control {
 
@@ -159,7 +159,7 @@ absl::StatusOr<uint64_t> U64Arg(const Json& request, const std::string& key,
 }
 
 ControlServer::ControlServer(asio::io_context& io, const ControlDispatcher* dispatcher)
-    : io_(io), dispatcher_(dispatcher), log_(util::Logger("ctl")) {}
+    : io_(io), dispatcher_(dispatcher), log_(Logger("ctl")) {}
 
 ControlServer::~ControlServer() {
   handler_thread_.join();

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "util/size_parse.h"
+#include "ftl/size.h"
 
 namespace ftl::control {
 
@@ -565,7 +565,7 @@ absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
   }
   if (it->is_number_unsigned()) return it->get<uint64_t>();
   if (it->is_string()) {
-    auto v = util::ParseSize(it->get<std::string>());
+    auto v = ParseSize(it->get<std::string>());
     if (!v.ok()) return Prefixed(v.status(), absl::StrCat("\"", key, "\": "));
     return *v;
   }

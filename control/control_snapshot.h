@@ -22,7 +22,7 @@ void RegisterSnapshotCommands(ControlDispatcher* d, const DaemonContext* ctx);
 void RegisterRangeCommands(ControlDispatcher* d, const DaemonContext* ctx);
 
 // A size argument: a non-negative JSON integer (bytes) or a string with an
-// optional K/M/G/T suffix (binary units, util::ParseSize). Errors name `key`.
+// optional K/M/G/T suffix (binary units, ftl/size.h). Errors name `key`.
 absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
                                  std::optional<uint64_t> fallback = std::nullopt);
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ftl/log.h"
+#include "ftl/size.h"
 #include "nbd/errors.h"
-#include "util/logging.h"
-#include "util/size_parse.h"
 
 namespace ftl::daemon {
 
@@ -69,7 +69,7 @@ absl::StatusOr<BackingAction> DecideBackingAction(const DaemonOptions& o, const 
 }
 
 absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
-  auto log = util::Logger("nbd");
+  auto log = Logger("nbd");
   const std::string& b = o.backing;
   OpenedBacking out;
   BackingFacts facts;
@@ -80,8 +80,8 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat(b, ": not a regular file or block device"));
     }
     if (o.size && S_ISREG(st.st_mode) && uint64_t(st.st_size) != *o.size) {
-      log->warn("{} exists ({}); --size {} ignored", b, util::FormatSize(st.st_size),
-                util::FormatSize(*o.size));
+      log->warn("{} exists ({}); --size {} ignored", b, FormatSize(st.st_size),
+                FormatSize(*o.size));
     }
   } else if (errno != ENOENT) {
     return absl::UnavailableError(absl::StrCat(b, ": ", std::strerror(errno)));
@@ -121,12 +121,12 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
   switch (*action) {
     case BackingAction::kCreateAndFormat:
     case BackingAction::kFormat: {
-      log->info("formatting {} ({})", b, util::FormatSize(out.media->size()));
+      log->info("formatting {} ({})", b, FormatSize(out.media->size()));
       auto pool = Pool::Format(out.media, fopts, oopts);
       if (!pool.ok()) return About(b, pool.status());
       out.pool = std::move(*pool);
       out.report = absl::StrCat(*action == BackingAction::kCreateAndFormat ? "created " : "",
-                                util::FormatSize(out.media->size()), " and formatted");
+                                FormatSize(out.media->size()), " and formatted");
       break;
     }
     case BackingAction::kOpen: {

@@ -16,11 +16,11 @@
 #include "control/control_commands.h"
 #include "control/control_snapshot.h"
 #include "daemon/backing.h"
+#include "ftl/log.h"
+#include "ftl/size.h"
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
-#include "util/logging.h"
-#include "util/size_parse.h"
 
 namespace ftl::daemon {
 
@@ -98,7 +98,7 @@ void WarnIfReachable(const std::string& bind, uint16_t port) {
   boost::system::error_code ec;
   asio::ip::address addr = asio::ip::make_address(bind, ec);
   if (ec || addr.is_loopback()) return;
-  util::Logger("nbd")->warn(
+  Logger("nbd")->warn(
       "NBD listens on {}:{}, not a loopback address: NBD has no authentication and, "
       "without TLS (ftld has none), no encryption; anyone who can reach this port can "
       "read and overwrite every export. Use --bind 127.0.0.1 or --unix unless the network "
@@ -123,7 +123,7 @@ class SignalWatcher {
       sigwait(&set_, &sig);
       on_first(sig);
       sigwait(&set_, &sig);
-      util::Logger("nbd")->warn("second signal ({}): exiting now without a checkpoint",
+      Logger("nbd")->warn("second signal ({}): exiting now without a checkpoint",
                                 strsignal(sig));
       spdlog::apply_all([](std::shared_ptr<spdlog::logger> l) { l->flush(); });
       ::_exit(128 + sig);
@@ -150,8 +150,8 @@ int RunDaemon(const std::vector<std::string>& args) {
     std::cout << "ftld " << kFtldVersion << "\n";
     return 0;
   }
-  util::SetLogLevel(o.log_level);
-  auto log = util::Logger("nbd");
+  SetLogLevel(o.log_level);
+  auto log = Logger("nbd");
 
   // Signals are blocked before any thread starts, so only the watcher sees them.
   SignalWatcher signals;
@@ -172,8 +172,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   const Geometry& g = pool.geometry();
   log->info("{}: {} ({}, {} segments of {}, {} logical)", o.backing, backing->report,
             backing->media->Describe(), g.segment_count,
-            util::FormatSize(uint64_t(g.segment_blocks) * g.block_size),
-            util::FormatSize(g.logical_blocks * g.block_size));
+            FormatSize(uint64_t(g.segment_blocks) * g.block_size),
+            FormatSize(g.logical_blocks * g.block_size));
 
   // Step: exports.
   ExportTable exports;
@@ -225,7 +225,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   for (const Export& e : exports.List()) {
     if (e.listed) {
       log->info("export '{}': volume {} ({}){}", e.name, e.volume->name(),
-                util::FormatSize(e.volume->size_bytes()),
+                FormatSize(e.volume->size_bytes()),
                 e.effective_read_only() ? ", read-only" : "");
     }
   }

@@ -4,7 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "util/size_parse.h"
+#include "ftl/size.h"
 
 namespace ftl::daemon {
 namespace {
@@ -44,7 +44,7 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
     if (arg == "--size" || arg == "-s") {
       auto v = value();
       if (!v.ok()) return v.status();
-      auto n = util::ParseSize(*v);
+      auto n = ParseSize(*v);
       if (!n.ok()) return Bad(absl::StrCat("--size: ", n.status().message()));
       if (*n == 0) return Bad("--size must be greater than zero");
       o.size = *n;

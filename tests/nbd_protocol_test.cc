@@ -64,6 +64,31 @@ std::vector<std::pair<uint32_t, std::vector<std::byte>>> Replies(std::span<const
   return out;
 }
 
+TEST(BigEndian, WritesAndReadsMostSignificantByteFirst) {
+  std::vector<std::byte> out;
+  BeWriter w(&out);
+  w.U16(0x0102);
+  w.U32(0x03040506);
+  w.U64(0x0708090a0b0c0d0e);
+  w.Str("ab");
+  w.Zeroes(2);
+  ASSERT_EQ(out.size(), 2u + 4 + 8 + 2 + 2);
+  for (size_t i = 0; i < 14; ++i) EXPECT_EQ(uint8_t(out[i]), i + 1) << i;
+  EXPECT_EQ(GetBe16(&out[0]), 0x0102);
+  EXPECT_EQ(GetBe32(&out[2]), 0x03040506u);
+  EXPECT_EQ(GetBe64(&out[6]), 0x0708090a0b0c0d0eu);
+  BeReader r(out);
+  EXPECT_EQ(r.U16(), 0x0102);
+  EXPECT_EQ(r.U32(), 0x03040506u);
+  EXPECT_EQ(r.U64(), 0x0708090a0b0c0d0eu);
+  EXPECT_EQ(r.Str(2), "ab");
+  EXPECT_EQ(r.remaining(), 2u);
+  EXPECT_EQ(r.U32(), 0u);  // past the end: zero, and the error sticks
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.U8(), 0u);
+  EXPECT_EQ(r.remaining(), 0u);
+}
+
 TEST(Errors, MapsEveryStatusOnce) {
   EXPECT_EQ(StatusToNbdError(absl::OkStatus()), 0u);
   EXPECT_EQ(StatusToNbdError(absl::PermissionDeniedError("")), kEPerm);

@@ -32,7 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "util/size_parse.h"
+#include "ftl/size.h"
 
 namespace {
 
@@ -220,7 +220,7 @@ std::string Pretty(const std::string& key, const Json& v) {
   if (v.is_number()) {
     double d = v.get<double>();
     if ((EndsWith(key, "_bytes") || key == "block_size") && d >= 0) {
-      return ftl::util::FormatSize(uint64_t(d));
+      return ftl::FormatSize(uint64_t(d));
     }
     if (EndsWith(key, "_s")) return Duration(d);
     if (key == "write_amplification") {
@@ -408,7 +408,7 @@ bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::stri
 
 bool ParseSizeArg(const std::string& what, const std::string& text, Json* out,
                   std::string* error) {
-  auto v = ftl::util::ParseSize(text);
+  auto v = ftl::ParseSize(text);
   if (!v.ok()) {
     *error = what + ": " + std::string(v.status().message());
     return false;
@@ -474,7 +474,7 @@ bool ReadBatch(const std::string& path, Json* ops, std::string* error) {
       }
       const Json& v = op[key];
       if (v.is_string()) {
-        if (auto p = ftl::util::ParseSize(v.get<std::string>()); !p.ok()) {
+        if (auto p = ftl::ParseSize(v.get<std::string>()); !p.ok()) {
           *error = where + ": \"" + key + "\": " + std::string(p.status().message());
           return false;
         }
@@ -693,8 +693,8 @@ void PrintSnapshots(const Json& list) {
   for (const Json& s : list) {
     rows.push_back({Str(s, "name"), Str(s, "volume"), LocalTime(U64(s, "created_unix_ns")),
                     std::to_string(U64(s, "seq")), Str(s, "parent"),
-                    ftl::util::FormatSize(U64(s, "exclusive_bytes")),
-                    ftl::util::FormatSize(U64(s, "size_bytes")), ActiveExports(s)});
+                    ftl::FormatSize(U64(s, "exclusive_bytes")),
+                    ftl::FormatSize(U64(s, "size_bytes")), ActiveExports(s)});
   }
   PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORTS"},
             rows);
@@ -710,7 +710,7 @@ void PrintAttrs(const Json& reply) {
     if (a.value("non_persistent", false)) what.push_back("non-persistent");
     std::string attrs;
     for (const auto& w : what) attrs += (attrs.empty() ? "" : ", ") + w;
-    rows.push_back({Exact(off), Exact(off + len), ftl::util::FormatSize(len),
+    rows.push_back({Exact(off), Exact(off + len), ftl::FormatSize(len),
                     attrs.empty() ? "-" : attrs});
   }
   PrintRows({"OFFSET", "END", "LENGTH", "ATTRIBUTES"}, rows);
@@ -749,7 +749,7 @@ int PrintSub(const Json& request, const Json& reply, const std::string& line, bo
     if (action == "create") {
       const Json& s = reply["snapshot"];
       std::cout << "created snapshot " << Str(s, "ref") << " (seq " << U64(s, "seq") << ", "
-                << ftl::util::FormatSize(U64(s, "size_bytes")) << ")\n";
+                << ftl::FormatSize(U64(s, "size_bytes")) << ")\n";
     } else if (action == "list") {
       PrintSnapshots(reply["snapshots"]);
     } else if (action == "delete") {
@@ -760,7 +760,7 @@ int PrintSub(const Json& request, const Json& reply, const std::string& line, bo
     } else if (action == "activate") {
       const Json& e = reply["export"];
       std::cout << "activated " << Str(reply, "snapshot") << " as export '" << Str(e, "name")
-                << "' (" << ftl::util::FormatSize(U64(e, "size_bytes")) << ", "
+                << "' (" << ftl::FormatSize(U64(e, "size_bytes")) << ", "
                 << (e.value("read_only", false) ? "read-only" : "writable") << ")\n";
     } else if (action == "deactivate") {
       std::cout << "deactivated export '" << Str(reply, "deactivated") << "' (volume "
@@ -776,7 +776,7 @@ int PrintSub(const Json& request, const Json& reply, const std::string& line, bo
   }
   if (action == "clone" || action == "move") {
     std::cout << (action == "clone" ? "cloned " : "moved ")
-              << ftl::util::FormatSize(U64(request, "len")) << ": " << Tree(request, "from")
+              << ftl::FormatSize(U64(request, "len")) << ": " << Tree(request, "from")
               << " " << Exact(U64(request, "src")) << " -> " << Tree(request, "to") << " "
               << Exact(U64(request, "dst")) << "\n";
   } else if (action == "batch") {
