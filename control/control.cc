@@ -12,6 +12,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ftl/size.h"
 #include "ftl/log.h"
 #include "nbd/accept_backoff.h"
 #include "nbd/errors.h"
@@ -156,6 +158,65 @@ absl::StatusOr<uint64_t> U64Arg(const Json& request, const std::string& key,
         absl::StrCat("\"", key, "\" must be a non-negative integer"));
   }
   return it->get<uint64_t>();
+}
+
+absl::StatusOr<std::string> OptStringArg(const Json& request, const std::string& key,
+                                         const std::string& fallback) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) return fallback;
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be a string"));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<bool> BoolArg(const Json& request, const std::string& key) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) return false;
+  if (!it->is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be true or false"));
+  }
+  return it->get<bool>();
+}
+
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+absl::StatusOr<Json> RunAction(const std::string& cmd, const Actions& actions,
+                               const Json& request) {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : actions) names.push_back(name);
+  std::string valid = absl::StrJoin(names, ", ");
+  auto it = request.find("action");
+  if (it == request.end() || !it->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", cmd, "\" needs \"action\" (a string: one of ", valid, ")"));
+  }
+  auto a = actions.find(it->get<std::string>());
+  if (a == actions.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown ", cmd, " action '",
+                                                   it->get<std::string>(), "' (one of ",
+                                                   valid, ")"));
+  }
+  return a->second(request);
+}
+
+absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
+                                 std::optional<uint64_t> fallback) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return absl::InvalidArgumentError(absl::StrCat("missing \"", key, "\""));
+  }
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_string()) {
+    auto v = ParseSize(it->get<std::string>());
+    if (!v.ok()) return Prefixed(v.status(), absl::StrCat("\"", key, "\": "));
+    return *v;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", key, "\" must be a non-negative integer or a size string like \"64K\", \"8M\""));
 }
 
 ControlServer::ControlServer(asio::io_context& io, const ControlDispatcher* dispatcher)

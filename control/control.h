@@ -70,6 +70,24 @@ class ControlDispatcher {
 absl::StatusOr<std::string> StringArg(const Json& request, const std::string& key);
 absl::StatusOr<uint64_t> U64Arg(const Json& request, const std::string& key,
                                 std::optional<uint64_t> fallback = std::nullopt);
+// A string that may be absent or null (then `fallback`).
+absl::StatusOr<std::string> OptStringArg(const Json& request, const std::string& key,
+                                         const std::string& fallback = "");
+// true or false; absent or null is false.
+absl::StatusOr<bool> BoolArg(const Json& request, const std::string& key);
+// A size: a non-negative JSON integer (bytes) or a string with an optional
+// K/M/G/T suffix (binary units, ftl/size.h).
+absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
+                                 std::optional<uint64_t> fallback = std::nullopt);
+// `s` with `prefix` before its message ("ops[3]: ...").
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix);
+
+// Commands with a verb, {"cmd":CMD,"action":VERB,...}: RunAction runs
+// actions[VERB]; the error for a missing or unknown action lists the
+// valid ones.
+using Actions = std::map<std::string, std::function<absl::StatusOr<Json>(const Json&)>>;
+absl::StatusOr<Json> RunAction(const std::string& cmd, const Actions& actions,
+                               const Json& request);
 
 class ControlServer {
  public:

@@ -114,6 +114,44 @@ absl::StatusOr<Json> Gc(const DaemonContext& ctx, const Json& request) {
 
 }  // namespace
 
+std::string PrimaryName(const DaemonContext& ctx) {
+  Volume* p = ctx.pool->PrimaryVolume();
+  return p != nullptr ? p->name() : "";
+}
+
+absl::StatusOr<std::string> ResolveVolume(const DaemonContext& ctx, const std::string& name) {
+  if (name.empty()) return PrimaryName(ctx);
+  if (ctx.pool->GetVolume(name) != nullptr) return name;
+  if (std::optional<Export> e = ctx.exports->Find(name)) return e->volume->name();
+  return absl::NotFoundError(absl::StrCat("no volume or export named '", name, "'"));
+}
+
+absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
+                                                  const std::string& name) {
+  auto v = ResolveVolume(ctx, name);
+  if (v.ok() || !absl::IsNotFound(v.status())) return v;
+  for (const SnapshotInfo& s : ctx.pool->ListSnapshots("")) {
+    if (s.volume == name) return name;
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref) {
+  if (ref.empty()) return ref;
+  if (auto at = ref.find('@'); at != std::string::npos) {
+    std::string vol = ref.substr(0, at);
+    if (at + 1 == ref.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", ref, "': a snapshot reference is VOLUME@SNAPSHOT or @SNAPSHOT"));
+    }
+    if (vol.empty()) return ref;
+    auto v = ResolveSnapshotVolume(ctx, vol);
+    if (!v.ok()) return v.status();
+    return absl::StrCat(*v, ref.substr(at));
+  }
+  return ResolveVolume(ctx, ref);
+}
+
 Json GeometryJson(const Geometry& g) {
   return Json{{"block_size", g.block_size},
               {"media_bytes", g.media_bytes},
@@ -126,15 +164,17 @@ Json GeometryJson(const Geometry& g) {
               {"uuid", g.uuid}};
 }
 
+Json ExportJson(const Export& e) {
+  return Json{{"name", e.name},
+              {"volume", e.volume->name()},
+              {"size_bytes", e.volume->size_bytes()},
+              {"read_only", e.effective_read_only()},
+              {"description", e.description}};
+}
+
 Json ExportsJson(const ExportTable& exports) {
   Json out = Json::array();
-  for (const Export& e : exports.List()) {
-    out.push_back({{"name", e.name},
-                   {"volume", e.volume->name()},
-                   {"size_bytes", e.volume->size_bytes()},
-                   {"read_only", e.effective_read_only()},
-                   {"description", e.description}});
-  }
+  for (const Export& e : exports.List()) out.push_back(ExportJson(e));
   return out;
 }
 

@@ -28,8 +28,25 @@ struct DaemonContext {
 
 void RegisterCoreCommands(ControlDispatcher* d, const DaemonContext* ctx);
 
+// Names as users give them, resolved to engine names (shared by the
+// snapshot and range commands).
+// The primary volume's name ("" if the pool has none).
+std::string PrimaryName(const DaemonContext& ctx);
+// A volume: "" = the primary volume; a volume name; or an export name (the
+// primary may be exported under --export NAME).
+absl::StatusOr<std::string> ResolveVolume(const DaemonContext& ctx, const std::string& name);
+// The volume part of a snapshot reference: as ResolveVolume, but also a
+// volume that is gone (deactivated) while snapshots taken of it remain.
+absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
+                                                  const std::string& name);
+// A tree reference for range operations (include/ftl/range.h): "" (the
+// primary volume), a volume or export name, "VOLUME@SNAPSHOT" or
+// "@SNAPSHOT". Export names are translated to their volumes.
+absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref);
+
 // Pieces of the replies, shared with later commands.
 Json GeometryJson(const Geometry& g);
+Json ExportJson(const nbd::Export& e);
 Json ExportsJson(const nbd::ExportTable& exports);
 Json PoolStatsJson(const PoolStats& s);
 Json VolumeStatsJson(const VolumeStats& s);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "control/control.h"
 #include "control/control_commands.h"
+#include "control/control_range.h"
 #include "control/control_snapshot.h"
 #include "daemon/backing.h"
 #include "ftl/log.h"

@@ -14,6 +14,7 @@
 
 #include "control/control.h"
 #include "control/control_commands.h"
+#include "control/control_range.h"
 #include "control/control_snapshot.h"
 #include "ftl/pool.h"
 #include "nbd/exports.h"
