@@ -29,9 +29,9 @@ using boost::system::error_code;
 
 std::string ErrorReply(std::string_view message, const Json* id = nullptr,
                        std::string_view code = "") {
-  Json reply = {{"ok", false}, {"error", message}};
-  if (!code.empty()) reply["code"] = code;
-  if (id != nullptr) reply["id"] = *id;
+  Json reply = {{kFieldOk, false}, {kFieldError, message}};
+  if (!code.empty()) reply[kFieldCode] = code;
+  if (id != nullptr) reply[kFieldId] = *id;
   return reply.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -75,10 +75,10 @@ bool NestedDeeperThan(std::string_view line, size_t limit) {
 }  // namespace
 
 ControlDispatcher::ControlDispatcher() {
-  Register("help", "list the commands", [this](const Json&) -> absl::StatusOr<Json> {
+  Register(kCmdHelp, "list the commands", [this](const Json&) -> absl::StatusOr<Json> {
     Json commands = Json::array();
     for (const auto& [name, e] : handlers_) {
-      commands.push_back({{"cmd", name}, {"summary", e.summary}});
+      commands.push_back({{kFieldCmd, name}, {"summary", e.summary}});
     }
     return Json{{"commands", commands}};
   });
@@ -106,8 +106,8 @@ std::string ControlDispatcher::Dispatch(std::string_view line) const {
   if (!request.is_object()) {
     return ErrorReply("a request must be a JSON object", nullptr, "INVALID_ARGUMENT");
   }
-  const Json* id = request.contains("id") ? &request["id"] : nullptr;
-  auto cmd = request.find("cmd");
+  const Json* id = request.contains(kFieldId) ? &request[kFieldId] : nullptr;
+  auto cmd = request.find(kFieldCmd);
   if (cmd == request.end() || !cmd->is_string()) {
     return ErrorReply("missing \"cmd\" (a string)", id, "INVALID_ARGUMENT");
   }
@@ -127,13 +127,13 @@ std::string ControlDispatcher::Dispatch(std::string_view line) const {
     return ErrorReply(StatusMessage(result.status()), id,
                       absl::StatusCodeToString(result.status().code()));
   }
-  Json reply = {{"ok", true}};
+  Json reply = {{kFieldOk, true}};
   if (result->is_object()) {
     for (auto& [k, v] : result->items()) reply[k] = v;
   } else if (!result->is_null()) {
     reply["result"] = *result;
   }
-  if (id != nullptr) reply["id"] = *id;
+  if (id != nullptr) reply[kFieldId] = *id;
   return reply.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -188,7 +188,7 @@ absl::StatusOr<Json> RunAction(const std::string& cmd, const Actions& actions,
   std::vector<std::string> names;
   for (const auto& [name, fn] : actions) names.push_back(name);
   std::string valid = absl::StrJoin(names, ", ");
-  auto it = request.find("action");
+  auto it = request.find(kFieldAction);
   if (it == request.end() || !it->is_string()) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", cmd, "\" needs \"action\" (a string: one of ", valid, ")"));
@@ -227,7 +227,7 @@ ControlServer::~ControlServer() {
 }
 
 absl::Status ControlServer::Listen(const std::string& path) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+  if (path.size() > kMaxSocketPath) {
     return absl::InvalidArgumentError(absl::StrCat("control socket path too long: ", path));
   }
   std::filesystem::path p(path);
@@ -306,9 +306,9 @@ asio::awaitable<void> ControlServer::Session(ControlServer* server,
   std::string buffer;
   for (;;) {
     size_t n = co_await asio::async_read_until(
-        socket, asio::dynamic_buffer(buffer, kMaxControlLine), '\n', token);
+        socket, asio::dynamic_buffer(buffer, kMaxControlLine), kLineEnd, token);
     if (ec == asio::error::not_found) {
-      std::string reply = ErrorReply("request line too long", nullptr, "INVALID_ARGUMENT") + "\n";
+      std::string reply = ErrorReply("request line too long", nullptr, "INVALID_ARGUMENT") + kLineEnd;
       server->log_->warn("control request longer than {} bytes; closing", kMaxControlLine);
       co_await asio::async_write(socket, asio::buffer(reply), token);
       // Swallow the rest for a while so closing does not reset the
@@ -345,7 +345,7 @@ asio::awaitable<void> ControlServer::Session(ControlServer* server,
     if (reply.find("\"ok\":false") != std::string::npos) {
       server->log_->info("control request failed: {}", reply);
     }
-    reply += '\n';
+    reply += kLineEnd;
     co_await asio::async_write(socket, asio::buffer(reply), token);
     if (ec) co_return;
   }

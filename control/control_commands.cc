@@ -98,7 +98,7 @@ absl::StatusOr<Json> Gc(const DaemonContext& ctx, const Json& request) {
   uint64_t seg_bytes = std::max<uint64_t>(1, uint64_t(g.segment_blocks) * g.block_size);
   uint64_t needed = (before.live_bytes + seg_bytes - 1) / seg_bytes + 2;
   uint64_t reachable = before.segments_total > needed ? before.segments_total - needed : 0;
-  auto min_free = U64Arg(request, "min_free_segments", reachable);
+  auto min_free = U64Arg(request, kArgMinFreeSegments, reachable);
   if (!min_free.ok()) return min_free.status();
   auto start = std::chrono::steady_clock::now();
   auto cleaned = ctx.pool->RunCleaner(uint32_t(std::min<uint64_t>(*min_free, UINT32_MAX)));
@@ -217,17 +217,17 @@ Json VolumeStatsJson(const VolumeStats& s) {
 }
 
 void RegisterCoreCommands(ControlDispatcher* d, const DaemonContext* ctx) {
-  d->Register("status", "uptime, backing, geometry, exports, clients",
+  d->Register(kCmdStatus, "uptime, backing, geometry, exports, clients",
               [ctx](const Json&) { return Status(*ctx); });
-  d->Register("stats", "I/O counts and bytes, write amplification, cleaner, space, memory",
+  d->Register(kCmdStats, "I/O counts and bytes, write amplification, cleaner, space, memory",
               [ctx](const Json&) { return Stats(*ctx); });
-  d->Register("exports", "the NBD export names and their volumes",
+  d->Register(kCmdExports, "the NBD export names and their volumes",
               [ctx](const Json&) -> absl::StatusOr<Json> {
                 return Json{{"exports", ExportsJson(*ctx->exports)}};
               });
-  d->Register("checkpoint", "write a checkpoint now",
+  d->Register(kCmdCheckpoint, "write a checkpoint now",
               [ctx](const Json&) { return Checkpoint(*ctx); });
-  d->Register("gc", "run the cleaner now [min_free_segments]",
+  d->Register(kCmdGc, "run the cleaner now [min_free_segments]",
               [ctx](const Json& r) { return Gc(*ctx, r); });
 }
 

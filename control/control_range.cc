@@ -28,7 +28,7 @@ absl::Status ReadRangeFields(const DaemonContext& ctx, const Json& j, const Size
     if (!v.ok()) return v.status();
     *field = *v;
   }
-  for (auto [key, field] : TreeFields{{"from", from}, {"to", to}}) {
+  for (auto [key, field] : TreeFields{{kArgFrom, from}, {kArgTo, to}}) {
     auto s = OptStringArg(j, key);
     if (!s.ok()) return s.status();
     auto t = ResolveTree(ctx, *s);
@@ -45,18 +45,18 @@ absl::StatusOr<RangeOp> ParseRangeOp(const DaemonContext& ctx, const Json& j,
   if (kind) {
     op.kind = *kind;
   } else {
-    auto name = StringArg(j, "op");
+    auto name = StringArg(j, kArgOp);
     if (!name.ok()) return name.status();
-    if (*name == "clone") {
+    if (*name == kActionClone) {
       op.kind = RangeOp::Kind::kClone;
-    } else if (*name == "move") {
+    } else if (*name == kActionMove) {
       op.kind = RangeOp::Kind::kMove;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown \"op\" '", *name, "' (clone or move)"));
     }
   }
-  if (absl::Status st = ReadRangeFields(ctx, j, {{"src", &op.src}, {"dst", &op.dst}, {"len", &op.len}},
+  if (absl::Status st = ReadRangeFields(ctx, j, {{kArgSrc, &op.src}, {kArgDst, &op.dst}, {kArgLen, &op.len}},
                                          &op.from, &op.to);
       !st.ok())
     return st;
@@ -71,7 +71,7 @@ absl::StatusOr<Json> RangeSingle(const DaemonContext& ctx, const Json& r, RangeO
 }
 
 absl::StatusOr<Json> RangeBatch(const DaemonContext& ctx, const Json& r) {
-  auto it = r.find("ops");
+  auto it = r.find(kArgOps);
   if (it == r.end() || !it->is_array()) {
     return absl::InvalidArgumentError("\"ops\" must be an array of operations");
   }
@@ -89,11 +89,11 @@ absl::StatusOr<Json> RangeBatch(const DaemonContext& ctx, const Json& r) {
 absl::StatusOr<Json> RangeMerge(const DaemonContext& ctx, const Json& r) {
   MergeRequest req;
   if (absl::Status st =
-          ReadRangeFields(ctx, r, {{"base", &req.base}, {"dst", &req.dst}, {"len", &req.len}},
+          ReadRangeFields(ctx, r, {{kArgBase, &req.base}, {kArgDst, &req.dst}, {kArgLen, &req.len}},
                           &req.from, &req.to);
       !st.ok())
     return st;
-  auto sources = r.find("sources");
+  auto sources = r.find(kArgSources);
   if (sources == r.end() || !sources->is_array() || sources->empty()) {
     return absl::InvalidArgumentError("\"sources\" must be a non-empty array of offsets");
   }
@@ -104,13 +104,13 @@ absl::StatusOr<Json> RangeMerge(const DaemonContext& ctx, const Json& r) {
     if (!v.ok()) return Prefixed(v.status(), absl::StrCat("sources[", i, "]: "));
     req.sources.push_back(*v);
   }
-  auto policy = OptStringArg(r, "policy", "fail");
+  auto policy = OptStringArg(r, kArgPolicy, kPolicyFail);
   if (!policy.ok()) return policy.status();
-  if (*policy == "fail") {
+  if (*policy == kPolicyFail) {
     req.policy = MergePolicy::kFail;
-  } else if (*policy == "first") {
+  } else if (*policy == kPolicyFirst) {
     req.policy = MergePolicy::kFirst;
-  } else if (*policy == "last") {
+  } else if (*policy == kPolicyLast) {
     req.policy = MergePolicy::kLast;
   } else {
     return absl::InvalidArgumentError(
@@ -138,24 +138,24 @@ absl::StatusOr<Json> RangeAttrsReply(const DaemonContext& ctx, const std::string
 }
 
 absl::StatusOr<Json> RangeSetAttr(const DaemonContext& ctx, const Json& r) {
-  auto vol_arg = OptStringArg(r, "volume");
+  auto vol_arg = OptStringArg(r, kArgVolume);
   if (!vol_arg.ok()) return vol_arg.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
-  auto offset = SizeArg(r, "offset");
+  auto offset = SizeArg(r, kArgOffset);
   if (!offset.ok()) return offset.status();
-  auto length = SizeArg(r, "length");
+  auto length = SizeArg(r, kArgLength);
   if (!length.ok()) return length.status();
-  auto name = StringArg(r, "attr");
+  auto name = StringArg(r, kArgAttr);
   if (!name.ok()) return name.status();
   ftl::RangeAttr attr;
-  if (*name == "immutable") {
+  if (*name == kAttrImmutable) {
     attr = ftl::RangeAttr::kImmutable;
-  } else if (*name == "mutable") {
+  } else if (*name == kAttrMutable) {
     attr = ftl::RangeAttr::kMutable;
-  } else if (*name == "persistent") {
+  } else if (*name == kAttrPersistent) {
     attr = ftl::RangeAttr::kPersistent;
-  } else if (*name == "non-persistent" || *name == "non_persistent") {
+  } else if (*name == kAttrNonPersistent || *name == "non_persistent") {
     attr = ftl::RangeAttr::kNonPersistent;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -168,7 +168,7 @@ absl::StatusOr<Json> RangeSetAttr(const DaemonContext& ctx, const Json& r) {
 }
 
 absl::StatusOr<Json> RangeAttrList(const DaemonContext& ctx, const Json& r) {
-  auto vol_arg = OptStringArg(r, "volume");
+  auto vol_arg = OptStringArg(r, kArgVolume);
   if (!vol_arg.ok()) return vol_arg.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
@@ -179,18 +179,18 @@ absl::StatusOr<Json> RangeAttrList(const DaemonContext& ctx, const Json& r) {
 
 void RegisterRangeCommands(ControlDispatcher* d, const DaemonContext* ctx) {
   auto actions = std::make_shared<Actions>();
-  (*actions)["clone"] = [ctx](const Json& r) {
+  (*actions)[kActionClone] = [ctx](const Json& r) {
     return RangeSingle(*ctx, r, RangeOp::Kind::kClone);
   };
-  (*actions)["move"] = [ctx](const Json& r) {
+  (*actions)[kActionMove] = [ctx](const Json& r) {
     return RangeSingle(*ctx, r, RangeOp::Kind::kMove);
   };
-  (*actions)["batch"] = [ctx](const Json& r) { return RangeBatch(*ctx, r); };
-  (*actions)["merge"] = [ctx](const Json& r) { return RangeMerge(*ctx, r); };
-  (*actions)["attr"] = [ctx](const Json& r) { return RangeSetAttr(*ctx, r); };
-  (*actions)["attrs"] = [ctx](const Json& r) { return RangeAttrList(*ctx, r); };
-  d->Register("range", "range operations: action = clone|move|batch|merge|attr|attrs",
-              [actions](const Json& r) { return RunAction("range", *actions, r); });
+  (*actions)[kActionBatch] = [ctx](const Json& r) { return RangeBatch(*ctx, r); };
+  (*actions)[kActionMerge] = [ctx](const Json& r) { return RangeMerge(*ctx, r); };
+  (*actions)[kActionAttr] = [ctx](const Json& r) { return RangeSetAttr(*ctx, r); };
+  (*actions)[kActionAttrs] = [ctx](const Json& r) { return RangeAttrList(*ctx, r); };
+  d->Register(kCmdRange, "range operations: action = clone|move|batch|merge|attr|attrs",
+              [actions](const Json& r) { return RunAction(kCmdRange, *actions, r); });
 }
 
 }  // namespace ftl::control

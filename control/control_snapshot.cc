@@ -82,9 +82,9 @@ struct NamedSnapshotArgs {
   std::string volume;  // "" = not given
 };
 absl::StatusOr<NamedSnapshotArgs> NameAndVolume(const Json& r) {
-  auto name = StringArg(r, "name");
+  auto name = StringArg(r, kArgName);
   if (!name.ok()) return name.status();
-  auto volume = OptStringArg(r, "volume");
+  auto volume = OptStringArg(r, kArgVolume);
   if (!volume.ok()) return volume.status();
   return NamedSnapshotArgs{*name, *volume};
 }
@@ -102,7 +102,7 @@ absl::StatusOr<Json> SnapshotCreate(const DaemonContext& ctx, const Json& r) {
 }
 
 absl::StatusOr<Json> SnapshotList(const DaemonContext& ctx, const Json& r) {
-  auto vol_arg = OptStringArg(r, "volume");
+  auto vol_arg = OptStringArg(r, kArgVolume);
   if (!vol_arg.ok()) return vol_arg.status();
   std::string volume;  // "" = every volume
   if (!vol_arg->empty()) {
@@ -138,7 +138,7 @@ absl::StatusOr<Json> SnapshotDelete(const DaemonContext& ctx, const Json& r) {
   if (!args.ok()) return args.status();
   const std::string* name = &args->name;
   const std::string* vol_arg = &args->volume;
-  auto force = BoolArg(r, "force");
+  auto force = BoolArg(r, kArgForce);
   if (!force.ok()) return force.status();
   auto volume = ResolveSnapshotVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
@@ -177,9 +177,9 @@ absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
   if (!args.ok()) return args.status();
   const std::string* name = &args->name;
   const std::string* vol_arg = &args->volume;
-  auto export_name = OptStringArg(r, "export");
+  auto export_name = OptStringArg(r, kArgExport);
   if (!export_name.ok()) return export_name.status();
-  auto read_only = BoolArg(r, "read_only");
+  auto read_only = BoolArg(r, kArgReadOnly);
   if (!read_only.ok()) return read_only.status();
   auto volume = ResolveSnapshotVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
@@ -208,7 +208,7 @@ absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
 }
 
 absl::StatusOr<Json> SnapshotDeactivate(const DaemonContext& ctx, const Json& r) {
-  auto export_name = StringArg(r, "export");
+  auto export_name = StringArg(r, kArgExport);
   if (!export_name.ok()) return export_name.status();
   std::string volume;
   if (std::optional<Export> e = ctx.exports->Find(*export_name)) {
@@ -240,7 +240,7 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
   if (!args.ok()) return args.status();
   const std::string* name = &args->name;
   const std::string* vol_arg = &args->volume;
-  auto force = BoolArg(r, "force");
+  auto force = BoolArg(r, kArgForce);
   if (!force.ok()) return force.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
@@ -272,15 +272,15 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
 
 void RegisterSnapshotCommands(ControlDispatcher* d, const DaemonContext* ctx) {
   auto actions = std::make_shared<Actions>();
-  (*actions)["create"] = [ctx](const Json& r) { return SnapshotCreate(*ctx, r); };
-  (*actions)["list"] = [ctx](const Json& r) { return SnapshotList(*ctx, r); };
-  (*actions)["delete"] = [ctx](const Json& r) { return SnapshotDelete(*ctx, r); };
-  (*actions)["activate"] = [ctx](const Json& r) { return SnapshotActivate(*ctx, r); };
-  (*actions)["deactivate"] = [ctx](const Json& r) { return SnapshotDeactivate(*ctx, r); };
-  (*actions)["rollback"] = [ctx](const Json& r) { return SnapshotRollback(*ctx, r); };
-  d->Register("snapshot",
+  (*actions)[kActionCreate] = [ctx](const Json& r) { return SnapshotCreate(*ctx, r); };
+  (*actions)[kActionList] = [ctx](const Json& r) { return SnapshotList(*ctx, r); };
+  (*actions)[kActionDelete] = [ctx](const Json& r) { return SnapshotDelete(*ctx, r); };
+  (*actions)[kActionActivate] = [ctx](const Json& r) { return SnapshotActivate(*ctx, r); };
+  (*actions)[kActionDeactivate] = [ctx](const Json& r) { return SnapshotDeactivate(*ctx, r); };
+  (*actions)[kActionRollback] = [ctx](const Json& r) { return SnapshotRollback(*ctx, r); };
+  d->Register(kCmdSnapshot,
               "snapshots: action = create|list|delete|activate|deactivate|rollback",
-              [actions](const Json& r) { return RunAction("snapshot", *actions, r); });
+              [actions](const Json& r) { return RunAction(kCmdSnapshot, *actions, r); });
 }
 
 }  // namespace ftl::control

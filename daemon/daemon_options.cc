@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "control/control_protocol.h"
 #include "ftl/size.h"
 
 namespace ftl::daemon {
@@ -16,7 +17,7 @@ absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::m
 std::string DefaultControlPath(const std::string& backing) {
   std::string base = std::filesystem::path(backing).filename().string();
   if (base.empty()) base = "ftld";
-  return absl::StrCat("/run/ftld/", base, ".sock");
+  return absl::StrCat(control::kSocketDir, "/", base, control::kSocketSuffix);
 }
 
 absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& args) {

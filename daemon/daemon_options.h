@@ -44,7 +44,7 @@ struct DaemonOptions {
 // InvalidArgument with a one-line message for anything wrong.
 absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& args);
 
-// /run/ftld/<basename of backing>.sock
+// /run/ftld/<basename of backing>.sock (control/control_protocol.h)
 std::string DefaultControlPath(const std::string& backing);
 
 std::string DaemonUsage();
