@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "ftl/tree_ref.h"
 
 namespace ftl::control {
 
@@ -137,19 +138,19 @@ absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
 }
 
 absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref) {
-  if (ref.empty()) return ref;
-  if (auto at = ref.find('@'); at != std::string::npos) {
-    std::string vol = ref.substr(0, at);
-    if (at + 1 == ref.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", ref, "': a snapshot reference is VOLUME@SNAPSHOT or @SNAPSHOT"));
-    }
-    if (vol.empty()) return ref;
-    auto v = ResolveSnapshotVolume(ctx, vol);
-    if (!v.ok()) return v.status();
-    return absl::StrCat(*v, ref.substr(at));
+  absl::StatusOr<TreeRef> tree = TreeRef::Parse(ref);
+  if (!tree.ok()) {
+    // Export names are any NBD name (ftld --export): a plain name that is
+    // no valid volume name may still be one.
+    if (ref.find('@') == std::string::npos) return ResolveVolume(ctx, ref);
+    return tree.status();
   }
-  return ResolveVolume(ctx, ref);
+  if (!tree->is_snapshot()) return ref.empty() ? ref : ResolveVolume(ctx, ref);
+  if (tree->volume.empty()) return ref;  // "@SNAP": the engine finds the primary
+  auto v = ResolveSnapshotVolume(ctx, tree->volume);
+  if (!v.ok()) return v.status();
+  tree->volume = *v;
+  return tree->ToString();
 }
 
 Json GeometryJson(const Geometry& g) {

@@ -39,9 +39,11 @@ absl::StatusOr<std::string> ResolveVolume(const DaemonContext& ctx, const std::s
 // volume that is gone (deactivated) while snapshots taken of it remain.
 absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
                                                   const std::string& name);
-// A tree reference for range operations (include/ftl/range.h): "" (the
+// A tree reference for range operations (include/ftl/tree_ref.h): "" (the
 // primary volume), a volume or export name, "VOLUME@SNAPSHOT" or
-// "@SNAPSHOT". Export names are translated to their volumes.
+// "@SNAPSHOT", parsed by TreeRef::Parse. Export names are translated to
+// their volumes (VOLUME may be one too); a plain export name need not
+// follow the name rules.
 absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref);
 
 // Pieces of the replies, shared with later commands.

@@ -92,7 +92,7 @@ inline constexpr char kArgExport[] = "export";
 inline constexpr char kArgForce[] = "force";
 inline constexpr char kArgReadOnly[] = "read_only";
 // range: sizes are byte counts or strings with a K/M/G/T suffix; "from"
-// and "to" are tree references (include/ftl/range.h)
+// and "to" are tree references (include/ftl/tree_ref.h)
 inline constexpr char kArgSrc[] = "src";
 inline constexpr char kArgDst[] = "dst";
 inline constexpr char kArgLen[] = "len";

@@ -12,7 +12,9 @@ using nbd::Export;
 
 namespace {
 
-// "VOL@SNAP" for messages and replies.
+// "VOL@SNAP" for messages and replies, also of a name the user gave that is
+// no valid snapshot name ("VOL@" for ""): unlike TreeRef::ToString, it
+// always holds the '@'.
 std::string SnapRef(const std::string& volume, const std::string& snap) {
   return absl::StrCat(volume, "@", snap);
 }

@@ -34,6 +34,7 @@
 
 #include "control/control_protocol.h"
 #include "ftl/size.h"
+#include "ftl/tree_ref.h"
 
 namespace {
 
@@ -428,13 +429,18 @@ bool SnapshotName(const SubArgs& a, Json* request, std::string* error) {
   }
   std::string name = a.pos[0];
   std::string volume = a.opts.count("volume") ? a.opts.at("volume") : "";
-  if (auto at = name.find('@'); at != std::string::npos) {
+  if (name.find('@') != std::string::npos) {
     if (a.opts.count("volume")) {
       *error = "give either VOL@NAME or --volume VOL, not both";
       return false;
     }
-    volume = name.substr(0, at);
-    name = name.substr(at + 1);
+    auto ref = ftl::TreeRef::Parse(name);
+    if (!ref.ok()) {
+      *error = std::string(ref.status().message());
+      return false;
+    }
+    volume = ref->volume;
+    name = ref->snapshot;
   }
   (*request)[kArgName] = name;
   if (!volume.empty()) (*request)[kArgVolume] = volume;
