@@ -42,7 +42,7 @@ trap cleanup EXIT
 port=$(free_port)
 backing=$(( SIZE * (ROUNDS + 2) * 4 ))M
 D=$(( SIZE * (ROUNDS + 1) ))
-"$BUILD/nbd/ftld" --size "$backing" --port "$port" --control "$DIR/c.sock" --log-level warn \
+"$BUILD/daemon/ftld" --size "$backing" --port "$port" --control "$DIR/c.sock" --log-level warn \
   "$DIR/c.img" 2>"$DIR/c.log" &
 PID=$!
 wait_port "$port"

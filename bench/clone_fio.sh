@@ -47,7 +47,7 @@
 #   bench/clone_fio.sh [--build DIR] [--dir DIR] [--size MB] [--rounds N]
 #                      [--qd1-size MB] [--backing file|tmpfs] [--no-pretouch]
 #
-# --build: a build tree with nbd/ftld and tools/ftlctl (default build).
+# --build: a build tree with daemon/ftld and tools/ftlctl (default build).
 # --dir: where the control socket, logs and (--backing file) the backing
 #   file go (default a new temporary directory, removed at exit; of a given
 #   DIR only the files this script made are removed).
@@ -87,7 +87,7 @@ isint "$ROUNDS" || die "--rounds wants a positive number"
 QD1_MB="${QD1_MB:-$(( SIZE_MB / 4 > 0 ? SIZE_MB / 4 : 1 ))}"
 if ! isint "$QD1_MB" || (( QD1_MB > SIZE_MB )); then die "--qd1-size wants 1..SIZE MiB"; fi
 command -v fio >/dev/null || die "fio not installed"
-[[ -x "$BUILD/nbd/ftld" && -x "$BUILD/tools/ftlctl" ]] || die "no ftld/ftlctl in $BUILD"
+[[ -x "$BUILD/daemon/ftld" && -x "$BUILD/tools/ftlctl" ]] || die "no ftld/ftlctl in $BUILD"
 
 # Log budget of part 1 in MiB (see the header), then the backing: the data
 # area starts after two checkpoint slots (~1/32 of the media), and the
@@ -173,7 +173,7 @@ start() {
     else truncate -s "${mb}M" "$dev"; fi
   fi
   rm -f "$SOCK"
-  "$BUILD/nbd/ftld" --format "${extra[@]}" --bind 127.0.0.1 --port 0 --control "$SOCK" \
+  "$BUILD/daemon/ftld" --format "${extra[@]}" --bind 127.0.0.1 --port 0 --control "$SOCK" \
       "$dev" >"$DIR/ftld.log" 2>&1 &
   PID=$!
   for _ in $(seq 100); do

@@ -16,7 +16,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BENCH_NAME=fio_compare
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
-FTLD="${here}/../build/nbd/ftld"
+FTLD="${here}/../build/daemon/ftld"
 DIR=""
 SIZE="1G"      # working set per server
 BACKING="4G"   # ftld backing file (leaves room for over-provisioning + GC)

@@ -664,7 +664,7 @@ int main(int argc, char** argv) {
   ParseFullFlag(&argc, argv);
   ftl::util::SetLogLevel("warn");
   // Debian's abseil is built with Mutex deadlock detection on (every lock
-  // updates a lock graph); ftld turns it off (nbd/main.cc), and so do these
+  // updates a lock graph); ftld turns it off (daemon/main.cc), and so do these
   // benchmarks unless FTL_BENCH_DEADLOCK_DETECTION=1.
   if (!std::getenv("FTL_BENCH_DEADLOCK_DETECTION"))
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -18,7 +18,7 @@
 #                         [--snapshots N] [--cycles N] [--sizes "1 4 8"] [--creates N]
 #                         [--only A|B] [--quick]
 #
-# --build: a build tree with nbd/ftld and tools/ftlctl (default build-bench).
+# --build: a build tree with daemon/ftld and tools/ftlctl (default build-bench).
 # --quick: 256 MiB working set, 3 s runs, 20 snapshots, sizes "1".
 # If ftlctl has no `snapshot` command, part A's snapshot rounds and part B's
 # ftld side are skipped with a message. Kills only what it started (by PID).
@@ -54,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-FTLD="$BUILD/nbd/ftld"
+FTLD="$BUILD/daemon/ftld"
 FTLCTL="$BUILD/tools/ftlctl"
 PY=/usr/bin/python3
 CTL="$here/snapshot_ctl.py"

@@ -43,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-FTLD="$BUILD/nbd/ftld"
+FTLD="$BUILD/daemon/ftld"
 FTLCTL="$BUILD/tools/ftlctl"
 PY=/usr/bin/python3
 CTL="$here/snapshot_ctl.py"

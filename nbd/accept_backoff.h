@@ -1,6 +1,6 @@
 #pragma once
 // AcceptBackoff: what an accept loop does after accept() fails. Shared by
-// the NBD listeners (server.cc) and the control socket (control.cc).
+// the NBD listeners (server.cc) and the control socket (control/control.cc).
 //
 // Out of file descriptors (EMFILE, ENFILE) or kernel memory (ENOBUFS,
 // ENOMEM), the pending connection stays queued and the listener stays

@@ -1,7 +1,7 @@
 #pragma once
 // NBD wire format (NetworkBlockDevice/nbd doc/proto.md), fixed newstyle only.
 // Every integer on the wire is big-endian; encode and decode only through
-// the helpers below, never by casting structs.
+// the helpers of nbd/big_endian.h, never by casting structs.
 //
 // Grammar (C: client, S: server):
 //   greeting   S: "NBDMAGIC" u64 | "IHAVEOPT" u64 | handshake_flags u16
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "util/encoding.h"
+#include "nbd/big_endian.h"
 
 namespace ftl::nbd {
 
@@ -143,16 +143,6 @@ inline constexpr uint32_t kMinBlockSize = 512;
 inline constexpr uint32_t kDefaultMinBlockSize = 1;
 inline constexpr uint32_t kPreferredBlockSize = 4096;
 inline constexpr uint32_t kMaxPayload = 32u << 20;
-
-// Big-endian encoding lives in util (src/util/encoding.h).
-using util::GetBe16;
-using util::GetBe32;
-using util::GetBe64;
-using util::PutBe16;
-using util::PutBe32;
-using util::PutBe64;
-using BeWriter = util::BeEncoder;
-using BeReader = util::BeDecoder;
 
 // Names for logs: "READ", "NBD_OPT_GO", ...
 std::string CommandName(uint16_t type);

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "ftl/log.h"
 #include "nbd/accept_backoff.h"
-#include "util/logging.h"
 
 namespace ftl::nbd {
 namespace {
@@ -31,7 +31,7 @@ std::string PeerName(const Socket& s) {
 Server::Server(const ExportTable* exports, ServerOptions options)
     : exports_(exports),
       options_(std::move(options)),
-      log_(util::Logger("nbd")),
+      log_(Logger("nbd")),
       workers_(size_t(std::max(1, options_.worker_threads))) {}
 
 Server::~Server() {

@@ -12,17 +12,21 @@
 #include <string>
 #include <vector>
 
+#include "control/control.h"
+#include "control/control_commands.h"
+#include "control/control_range.h"
+#include "control/control_snapshot.h"
 #include "ftl/pool.h"
-#include "nbd/control.h"
-#include "nbd/control_commands.h"
-#include "nbd/control_snapshot.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
 #include "test_util.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
 namespace {
 
+using nbd::ExportTable;
+using nbd::Server;
+using nbd::ServerOptions;
 using ftl::testing::QuietOpen;
 using ftl::testing::SmallFormat;
 
@@ -277,4 +281,4 @@ TEST_F(ControlFuzzTest, RandomMutationsOfValidRequests) {
 }
 
 }  // namespace
-}  // namespace ftl::nbd
+}  // namespace ftl::control

@@ -7,16 +7,16 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "ftl/log.h"
 #include "nbd/server.h"
 #include "nbd_test_volume.h"
-#include "util/logging.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: nbd_mem_server PORT [SIZE_MIB]\n";
     return 2;
   }
-  if (const char* lvl = std::getenv("FTLD_LOG_LEVEL")) ftl::util::SetLogLevel(lvl);
+  if (const char* lvl = std::getenv("FTLD_LOG_LEVEL")) ftl::SetLogLevel(lvl);
   uint64_t size = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64) << 20;
   sigset_t set;
   sigemptyset(&set);

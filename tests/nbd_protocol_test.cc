@@ -1,7 +1,7 @@
 // Unit tests of nbd/: the pure phases (options, validation, encoding, the
-// status mapping, the command line, the control dispatcher) and the server
-// over an in-memory TestVolume with a hand-rolled client (out-of-order
-// replies, drained oversize payloads, structured replies).
+// status mapping; also daemon/'s command line and control/'s dispatcher)
+// and the server over an in-memory TestVolume with a hand-rolled client
+// (out-of-order replies, drained oversize payloads, structured replies).
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,11 +17,11 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include "control/control.h"
+#include "daemon/backing.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_options.h"
 #include "nbd/accept_backoff.h"
-#include "nbd/backing.h"
-#include "nbd/control.h"
-#include "nbd/daemon.h"
-#include "nbd/daemon_options.h"
 #include "nbd/errors.h"
 #include "nbd/handshake.h"
 #include "nbd/options.h"
@@ -32,6 +32,14 @@
 namespace ftl::nbd {
 namespace {
 
+using control::ControlDispatcher;
+using control::Json;
+using control::U64Arg;
+using daemon::BackingAction;
+using daemon::DaemonOptions;
+using daemon::DecideBackingAction;
+using daemon::FillExports;
+using daemon::ParseDaemonArgs;
 using testing::TestVolume;
 constexpr uint64_t kMiB = 1 << 20;
 
@@ -54,6 +62,31 @@ std::vector<std::pair<uint32_t, std::vector<std::byte>>> Replies(std::span<const
     if (!r.ok()) break;
   }
   return out;
+}
+
+TEST(BigEndian, WritesAndReadsMostSignificantByteFirst) {
+  std::vector<std::byte> out;
+  BeWriter w(&out);
+  w.U16(0x0102);
+  w.U32(0x03040506);
+  w.U64(0x0708090a0b0c0d0e);
+  w.Str("ab");
+  w.Zeroes(2);
+  ASSERT_EQ(out.size(), 2u + 4 + 8 + 2 + 2);
+  for (size_t i = 0; i < 14; ++i) EXPECT_EQ(uint8_t(out[i]), i + 1) << i;
+  EXPECT_EQ(GetBe16(&out[0]), 0x0102);
+  EXPECT_EQ(GetBe32(&out[2]), 0x03040506u);
+  EXPECT_EQ(GetBe64(&out[6]), 0x0708090a0b0c0d0eu);
+  BeReader r(out);
+  EXPECT_EQ(r.U16(), 0x0102);
+  EXPECT_EQ(r.U32(), 0x03040506u);
+  EXPECT_EQ(r.U64(), 0x0708090a0b0c0d0eu);
+  EXPECT_EQ(r.Str(2), "ab");
+  EXPECT_EQ(r.remaining(), 2u);
+  EXPECT_EQ(r.U32(), 0u);  // past the end: zero, and the error sticks
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.U8(), 0u);
+  EXPECT_EQ(r.remaining(), 0u);
 }
 
 TEST(Errors, MapsEveryStatusOnce) {

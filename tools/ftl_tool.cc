@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "ftl/log.h"
 #include "ftl/pool.h"
-#include "util/logging.h"
-#include "util/size_parse.h"
+#include "ftl/size.h"
 
 namespace {
 
@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ftl::Pool>> OpenPool(const std::string& backing, 
 
 void PrintGeometry(const ftl::Pool& pool) {
   const ftl::Geometry& g = pool.geometry();
-  using ftl::util::FormatSize;
+  using ftl::FormatSize;
   std::printf("pool            %s (format version %u)\n", g.uuid.c_str(), g.format_version);
   std::printf("media           %s\n", FormatSize(g.media_bytes).c_str());
   std::printf("segments        %u x %s, from byte %llu\n", g.segment_count,
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     else return Usage();
   }
   if ((cmd != "check" && cmd != "dump" && cmd != "repair") || backing.empty()) return Usage();
-  ftl::util::SetLogLevel(cmd == "repair" ? "info" : "warn");
+  ftl::SetLogLevel(cmd == "repair" ? "info" : "warn");
 
   if (cmd == "repair") {
     // What a check finds before, so that "repaired" means something was.
@@ -131,17 +131,17 @@ int main(int argc, char** argv) {
     std::printf("open            %s\n", p.OpenReport().c_str());
     ftl::PoolStats s = p.Stats();
     std::printf("segments free   %u of %u\n", s.segments_free, s.segments_total);
-    std::printf("live data       %s\n", ftl::util::FormatSize(s.live_bytes).c_str());
+    std::printf("live data       %s\n", ftl::FormatSize(s.live_bytes).c_str());
     std::printf("map memory      %s for %llu mapped blocks\n",
-                ftl::util::FormatSize(s.map_memory_bytes).c_str(),
+                ftl::FormatSize(s.map_memory_bytes).c_str(),
                 (unsigned long long)s.mapped_blocks);
     std::printf("next seq        %llu\n", (unsigned long long)s.next_seq);
     for (const std::string& name : p.VolumeNames()) {
       ftl::VolumeStats v = p.GetVolume(name)->Stats();
       std::string origin = p.VolumeOrigin(name);
       std::printf("volume          %-16s size %s, mapped %s%s%s\n", name.c_str(),
-                  ftl::util::FormatSize(v.size_bytes).c_str(),
-                  ftl::util::FormatSize(v.mapped_bytes).c_str(),
+                  ftl::FormatSize(v.size_bytes).c_str(),
+                  ftl::FormatSize(v.mapped_bytes).c_str(),
                   origin.empty() ? "" : ", activated from ", origin.c_str());
     }
     for (const ftl::SnapshotInfo& si : p.ListSnapshots("")) {
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
       std::printf("snapshot        %s@%s seq %llu, parent %s, exclusive %s%s%s\n",
                   si.volume.c_str(), si.name.c_str(), (unsigned long long)si.seq,
                   si.parent.empty() ? "-" : si.parent.c_str(),
-                  ftl::util::FormatSize(si.exclusive_bytes).c_str(),
+                  ftl::FormatSize(si.exclusive_bytes).c_str(),
                   active.empty() ? "" : ", active as ", active.c_str());
     }
     return 0;

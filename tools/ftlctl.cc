@@ -32,10 +32,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "util/size_parse.h"
+#include "control/control_protocol.h"
+#include "ftl/size.h"
+#include "ftl/tree_ref.h"
 
 namespace {
 
+// The protocol's names: kField*, kCmd*, kAction*, kArg*, ...
+using namespace ftl::control;
 using Json = nlohmann::json;
 
 constexpr const char* kUsage = R"(usage: ftlctl [--control PATH] [--json] [--timeout SEC] COMMAND [ARG...]
@@ -92,11 +96,11 @@ int Usage(const std::string& error) {
 
 std::string ResolveControl(const std::string& given, std::string* error) {
   if (!given.empty()) return given;
-  if (const char* env = std::getenv("FTLD_CONTROL"); env != nullptr && *env) return env;
+  if (const char* env = std::getenv(kSocketEnv); env != nullptr && *env) return env;
   std::vector<std::string> found;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/run/ftld", ec)) {
-    if (e.path().extension() == ".sock") found.push_back(e.path().string());
+  for (const auto& e : std::filesystem::directory_iterator(kSocketDir, ec)) {
+    if (e.path().extension() == kSocketSuffix) found.push_back(e.path().string());
   }
   if (found.size() == 1) return found[0];
   *error = found.empty() ? "no control socket: pass --control PATH or set FTLD_CONTROL"
@@ -114,7 +118,7 @@ bool Roundtrip(const std::string& path, const std::string& request, int timeout_
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
+  if (path.size() > kMaxSocketPath) {
     *error = "control socket path too long";
     ::close(fd);
     return false;
@@ -127,7 +131,7 @@ bool Roundtrip(const std::string& path, const std::string& request, int timeout_
   }
   timeval tv{.tv_sec = timeout_s, .tv_usec = 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string line = request + "\n";
+  std::string line = request + kLineEnd;
   size_t sent = 0;
   while (sent < line.size()) {
     ssize_t n = ::send(fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
@@ -152,10 +156,10 @@ bool Roundtrip(const std::string& path, const std::string& request, int timeout_
     }
     if (n == 0) break;
     reply->append(buf, size_t(n));
-    if (reply->find('\n') != std::string::npos) break;
+    if (reply->find(kLineEnd) != std::string::npos) break;
   }
   ::close(fd);
-  if (auto nl = reply->find('\n'); nl != std::string::npos) reply->resize(nl);
+  if (auto nl = reply->find(kLineEnd); nl != std::string::npos) reply->resize(nl);
   if (reply->empty()) {
     *error = "the daemon closed the connection without a reply";
     return false;
@@ -220,7 +224,7 @@ std::string Pretty(const std::string& key, const Json& v) {
   if (v.is_number()) {
     double d = v.get<double>();
     if ((EndsWith(key, "_bytes") || key == "block_size") && d >= 0) {
-      return ftl::util::FormatSize(uint64_t(d));
+      return ftl::FormatSize(uint64_t(d));
     }
     if (EndsWith(key, "_s")) return Duration(d);
     if (key == "write_amplification") {
@@ -325,17 +329,17 @@ void PrintObject(const Json& obj, const std::string& indent) {
 }
 
 void PrintHuman(const std::string& command, Json reply) {
-  reply.erase("ok");
-  reply.erase("id");
-  if (command == "exports" && reply.contains("exports")) {
+  reply.erase(kFieldOk);
+  reply.erase(kFieldId);
+  if (command == kCmdExports && reply.contains("exports")) {
     PrintTable(reply["exports"], "");
     return;
   }
-  if (command == "help" && reply.contains("commands")) {
+  if (command == kCmdHelp && reply.contains("commands")) {
     size_t w = 0;
-    for (const auto& c : reply["commands"]) w = std::max(w, c["cmd"].get<std::string>().size());
+    for (const auto& c : reply["commands"]) w = std::max(w, c[kFieldCmd].get<std::string>().size());
     for (const auto& c : reply["commands"]) {
-      std::string name = c["cmd"].get<std::string>();
+      std::string name = c[kFieldCmd].get<std::string>();
       std::cout << name << std::string(w - name.size() + 2, ' ')
                 << c.value("summary", std::string()) << "\n";
     }
@@ -408,7 +412,7 @@ bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::stri
 
 bool ParseSizeArg(const std::string& what, const std::string& text, Json* out,
                   std::string* error) {
-  auto v = ftl::util::ParseSize(text);
+  auto v = ftl::ParseSize(text);
   if (!v.ok()) {
     *error = what + ": " + std::string(v.status().message());
     return false;
@@ -425,16 +429,21 @@ bool SnapshotName(const SubArgs& a, Json* request, std::string* error) {
   }
   std::string name = a.pos[0];
   std::string volume = a.opts.count("volume") ? a.opts.at("volume") : "";
-  if (auto at = name.find('@'); at != std::string::npos) {
+  if (name.find('@') != std::string::npos) {
     if (a.opts.count("volume")) {
       *error = "give either VOL@NAME or --volume VOL, not both";
       return false;
     }
-    volume = name.substr(0, at);
-    name = name.substr(at + 1);
+    auto ref = ftl::TreeRef::Parse(name);
+    if (!ref.ok()) {
+      *error = std::string(ref.status().message());
+      return false;
+    }
+    volume = ref->volume;
+    name = ref->snapshot;
   }
-  (*request)["name"] = name;
-  if (!volume.empty()) (*request)["volume"] = volume;
+  (*request)[kArgName] = name;
+  if (!volume.empty()) (*request)[kArgVolume] = volume;
   return true;
 }
 
@@ -462,19 +471,19 @@ bool ReadBatch(const std::string& path, Json* ops, std::string* error) {
       *error = where + ": not a JSON object";
       return false;
     }
-    std::string kind = op.value("op", std::string());
-    if (kind != "clone" && kind != "move") {
+    std::string kind = op.value(kArgOp, std::string());
+    if (kind != kActionClone && kind != kActionMove) {
       *error = where + ": \"op\" must be \"clone\" or \"move\"";
       return false;
     }
-    for (const char* key : {"src", "dst", "len"}) {
+    for (const char* key : {kArgSrc, kArgDst, kArgLen}) {
       if (!op.contains(key)) {
         *error = where + ": missing \"" + key + "\"";
         return false;
       }
       const Json& v = op[key];
       if (v.is_string()) {
-        if (auto p = ftl::util::ParseSize(v.get<std::string>()); !p.ok()) {
+        if (auto p = ftl::ParseSize(v.get<std::string>()); !p.ok()) {
           *error = where + ": \"" + key + "\": " + std::string(p.status().message());
           return false;
         }
@@ -484,7 +493,8 @@ bool ReadBatch(const std::string& path, Json* ops, std::string* error) {
       }
     }
     for (const auto& [k, v] : op.items()) {
-      if (k != "op" && k != "src" && k != "dst" && k != "len" && k != "from" && k != "to") {
+      if (k != kArgOp && k != kArgSrc && k != kArgDst && k != kArgLen && k != kArgFrom &&
+          k != kArgTo) {
         *error = where + ": unknown field \"" + k + "\"";
         return false;
       }
@@ -509,7 +519,7 @@ bool BuildSubRequest(const std::vector<std::string>& rest, Json* request, std::s
   SubArgs a;
   a.action = rest[1];
   std::vector<std::string> args(rest.begin() + 2, rest.end());
-  *request = {{"cmd", cmd}, {"action", a.action}};
+  *request = {{kFieldCmd, cmd}, {kFieldAction, a.action}};
   Json& r = *request;
   auto parse = [&](std::set<std::string> values, std::set<std::string> flags) {
     return ParseSubArgs(args, values, flags, &a, error);
@@ -521,24 +531,24 @@ bool BuildSubRequest(const std::vector<std::string>& rest, Json* request, std::s
     }
     return true;
   };
-  if (cmd == "snapshot") {
-    if (a.action == "create") {
+  if (cmd == kCmdSnapshot) {
+    if (a.action == kActionCreate) {
       if (!parse({"volume"}, {}) || !SnapshotName(a, request, error)) return false;
-    } else if (a.action == "list") {
+    } else if (a.action == kActionList) {
       if (!parse({"volume"}, {}) || !no_pos(0, "[--volume VOL]")) return false;
-      if (a.opts.count("volume")) r["volume"] = a.opts["volume"];
-    } else if (a.action == "delete" || a.action == "rollback") {
+      if (a.opts.count("volume")) r[kArgVolume] = a.opts["volume"];
+    } else if (a.action == kActionDelete || a.action == kActionRollback) {
       if (!parse({"volume"}, {"force"}) || !SnapshotName(a, request, error)) return false;
-      if (a.flags.count("force")) r["force"] = true;
-    } else if (a.action == "activate") {
+      if (a.flags.count("force")) r[kArgForce] = true;
+    } else if (a.action == kActionActivate) {
       if (!parse({"volume", "export"}, {"read-only"}) || !SnapshotName(a, request, error)) {
         return false;
       }
-      if (a.opts.count("export")) r["export"] = a.opts["export"];
-      if (a.flags.count("read-only")) r["read_only"] = true;
-    } else if (a.action == "deactivate") {
+      if (a.opts.count("export")) r[kArgExport] = a.opts["export"];
+      if (a.flags.count("read-only")) r[kArgReadOnly] = true;
+    } else if (a.action == kActionDeactivate) {
       if (!parse({}, {}) || !no_pos(1, "EXPORT")) return false;
-      r["export"] = a.pos[0];
+      r[kArgExport] = a.pos[0];
     } else {
       *error = "unknown snapshot action '" + a.action +
                "' (create, list, delete, activate, deactivate, rollback)";
@@ -547,20 +557,20 @@ bool BuildSubRequest(const std::vector<std::string>& rest, Json* request, std::s
     return true;
   }
   // range
-  if (a.action == "clone" || a.action == "move") {
+  if (a.action == kActionClone || a.action == kActionMove) {
     if (!parse({"from", "to"}, {}) || !no_pos(3, "SRC DST LEN [--from X] [--to Y]")) {
       return false;
     }
-    if (!ParseSizeArg("SRC", a.pos[0], &r["src"], error) ||
-        !ParseSizeArg("DST", a.pos[1], &r["dst"], error) ||
-        !ParseSizeArg("LEN", a.pos[2], &r["len"], error)) {
+    if (!ParseSizeArg("SRC", a.pos[0], &r[kArgSrc], error) ||
+        !ParseSizeArg("DST", a.pos[1], &r[kArgDst], error) ||
+        !ParseSizeArg("LEN", a.pos[2], &r[kArgLen], error)) {
       return false;
     }
-    if (a.opts.count("from")) r["from"] = a.opts["from"];
-    if (a.opts.count("to")) r["to"] = a.opts["to"];
-  } else if (a.action == "merge") {
+    if (a.opts.count("from")) r[kArgFrom] = a.opts["from"];
+    if (a.opts.count("to")) r[kArgTo] = a.opts["to"];
+  } else if (a.action == kActionMerge) {
     if (!parse({"base", "dst", "len", "policy", "from", "to"}, {})) return false;
-    for (const char* key : {"base", "dst", "len"}) {
+    for (const char* key : {kArgBase, kArgDst, kArgLen}) {  // --base etc. name the fields
       if (!a.opts.count(key)) {
         *error = std::string("range merge needs --") + key;
         return false;
@@ -571,43 +581,43 @@ bool BuildSubRequest(const std::vector<std::string>& rest, Json* request, std::s
       *error = "range merge needs at least one SRC offset";
       return false;
     }
-    r["sources"] = Json::array();
+    r[kArgSources] = Json::array();
     for (const std::string& p : a.pos) {
       Json v;
       if (!ParseSizeArg("SRC", p, &v, error)) return false;
-      r["sources"].push_back(v);
+      r[kArgSources].push_back(v);
     }
-    std::string policy = a.opts.count("policy") ? a.opts["policy"] : "fail";
-    if (policy != "fail" && policy != "first" && policy != "last") {
+    std::string policy = a.opts.count("policy") ? a.opts["policy"] : kPolicyFail;
+    if (policy != kPolicyFail && policy != kPolicyFirst && policy != kPolicyLast) {
       *error = "--policy must be fail, first or last";
       return false;
     }
-    r["policy"] = policy;
-    if (a.opts.count("from")) r["from"] = a.opts["from"];
-    if (a.opts.count("to")) r["to"] = a.opts["to"];
-  } else if (a.action == "attr") {
+    r[kArgPolicy] = policy;
+    if (a.opts.count("from")) r[kArgFrom] = a.opts["from"];
+    if (a.opts.count("to")) r[kArgTo] = a.opts["to"];
+  } else if (a.action == kActionAttr) {
     if (!parse({"volume"}, {}) ||
         !no_pos(3, "OFF LEN immutable|mutable|persistent|non-persistent [--volume VOL]")) {
       return false;
     }
-    if (!ParseSizeArg("OFF", a.pos[0], &r["offset"], error) ||
-        !ParseSizeArg("LEN", a.pos[1], &r["length"], error)) {
+    if (!ParseSizeArg("OFF", a.pos[0], &r[kArgOffset], error) ||
+        !ParseSizeArg("LEN", a.pos[1], &r[kArgLength], error)) {
       return false;
     }
-    static const std::set<std::string> kAttrs = {"immutable", "mutable", "persistent",
-                                                  "non-persistent"};
+    static const std::set<std::string> kAttrs = {kAttrImmutable, kAttrMutable, kAttrPersistent,
+                                                  kAttrNonPersistent};
     if (!kAttrs.count(a.pos[2])) {
       *error = "attribute must be immutable, mutable, persistent or non-persistent";
       return false;
     }
-    r["attr"] = a.pos[2];
-    if (a.opts.count("volume")) r["volume"] = a.opts["volume"];
-  } else if (a.action == "attrs") {
+    r[kArgAttr] = a.pos[2];
+    if (a.opts.count("volume")) r[kArgVolume] = a.opts["volume"];
+  } else if (a.action == kActionAttrs) {
     if (!parse({"volume"}, {}) || !no_pos(0, "[--volume VOL]")) return false;
-    if (a.opts.count("volume")) r["volume"] = a.opts["volume"];
-  } else if (a.action == "batch") {
+    if (a.opts.count("volume")) r[kArgVolume] = a.opts["volume"];
+  } else if (a.action == kActionBatch) {
     if (!parse({}, {}) || !no_pos(1, "FILE|-")) return false;
-    if (!ReadBatch(a.pos[0], &r["ops"], error)) return false;
+    if (!ReadBatch(a.pos[0], &r[kArgOps], error)) return false;
   } else {
     *error = "unknown range action '" + a.action +
              "' (clone, move, merge, attr, attrs, batch)";
@@ -693,8 +703,8 @@ void PrintSnapshots(const Json& list) {
   for (const Json& s : list) {
     rows.push_back({Str(s, "name"), Str(s, "volume"), LocalTime(U64(s, "created_unix_ns")),
                     std::to_string(U64(s, "seq")), Str(s, "parent"),
-                    ftl::util::FormatSize(U64(s, "exclusive_bytes")),
-                    ftl::util::FormatSize(U64(s, "size_bytes")), ActiveExports(s)});
+                    ftl::FormatSize(U64(s, "exclusive_bytes")),
+                    ftl::FormatSize(U64(s, "size_bytes")), ActiveExports(s)});
   }
   PrintRows({"NAME", "VOLUME", "CREATED", "SEQ", "PARENT", "EXCLUSIVE", "SIZE", "ACTIVE EXPORTS"},
             rows);
@@ -710,7 +720,7 @@ void PrintAttrs(const Json& reply) {
     if (a.value("non_persistent", false)) what.push_back("non-persistent");
     std::string attrs;
     for (const auto& w : what) attrs += (attrs.empty() ? "" : ", ") + w;
-    rows.push_back({Exact(off), Exact(off + len), ftl::util::FormatSize(len),
+    rows.push_back({Exact(off), Exact(off + len), ftl::FormatSize(len),
                     attrs.empty() ? "-" : attrs});
   }
   PrintRows({"OFFSET", "END", "LENGTH", "ATTRIBUTES"}, rows);
@@ -724,8 +734,8 @@ std::string Tree(const Json& request, const char* key) {
 // Prints a successful reply to a snapshot/range request; returns the exit
 // status (a merge that hit conflicts under policy fail is 1).
 int PrintSub(const Json& request, const Json& reply, const std::string& line, bool json) {
-  std::string cmd = request["cmd"], action = request["action"];
-  bool merge_failed = cmd == "range" && action == "merge" && !reply.value("applied", true);
+  std::string cmd = request[kFieldCmd], action = request[kFieldAction];
+  bool merge_failed = cmd == kCmdRange && action == kActionMerge && !reply.value("applied", true);
   if (merge_failed) {
     const Json& c = reply["conflicts"];
     std::cerr << "ftlctl: range merge: " << c.size()
@@ -745,27 +755,27 @@ int PrintSub(const Json& request, const Json& reply, const std::string& line, bo
     return merge_failed ? 1 : 0;
   }
   if (merge_failed) return 1;
-  if (cmd == "snapshot") {
-    if (action == "create") {
+  if (cmd == kCmdSnapshot) {
+    if (action == kActionCreate) {
       const Json& s = reply["snapshot"];
       std::cout << "created snapshot " << Str(s, "ref") << " (seq " << U64(s, "seq") << ", "
-                << ftl::util::FormatSize(U64(s, "size_bytes")) << ")\n";
-    } else if (action == "list") {
+                << ftl::FormatSize(U64(s, "size_bytes")) << ")\n";
+    } else if (action == kActionList) {
       PrintSnapshots(reply["snapshots"]);
-    } else if (action == "delete") {
+    } else if (action == kActionDelete) {
       for (const Json& v : reply.value("deactivated", Json::array())) {
         std::cout << "deactivated " << v.get<std::string>() << "\n";
       }
       std::cout << "deleted snapshot " << Str(reply, "deleted") << "\n";
-    } else if (action == "activate") {
+    } else if (action == kActionActivate) {
       const Json& e = reply["export"];
       std::cout << "activated " << Str(reply, "snapshot") << " as export '" << Str(e, "name")
-                << "' (" << ftl::util::FormatSize(U64(e, "size_bytes")) << ", "
+                << "' (" << ftl::FormatSize(U64(e, "size_bytes")) << ", "
                 << (e.value("read_only", false) ? "read-only" : "writable") << ")\n";
-    } else if (action == "deactivate") {
+    } else if (action == kActionDeactivate) {
       std::cout << "deactivated export '" << Str(reply, "deactivated") << "' (volume "
                 << Str(reply, "volume") << ")\n";
-    } else if (action == "rollback") {
+    } else if (action == kActionRollback) {
       std::cout << "rolled back " << Str(reply, "volume") << " to " << Str(reply, "snapshot");
       if (U64(reply, "clients_connected") > 0) {
         std::cout << " (" << U64(reply, "clients_connected") << " client(s) connected)";
@@ -774,26 +784,26 @@ int PrintSub(const Json& request, const Json& reply, const std::string& line, bo
     }
     return 0;
   }
-  if (action == "clone" || action == "move") {
-    std::cout << (action == "clone" ? "cloned " : "moved ")
-              << ftl::util::FormatSize(U64(request, "len")) << ": " << Tree(request, "from")
-              << " " << Exact(U64(request, "src")) << " -> " << Tree(request, "to") << " "
-              << Exact(U64(request, "dst")) << "\n";
-  } else if (action == "batch") {
+  if (action == kActionClone || action == kActionMove) {
+    std::cout << (action == kActionClone ? "cloned " : "moved ")
+              << ftl::FormatSize(U64(request, kArgLen)) << ": " << Tree(request, kArgFrom)
+              << " " << Exact(U64(request, kArgSrc)) << " -> " << Tree(request, kArgTo) << " "
+              << Exact(U64(request, kArgDst)) << "\n";
+  } else if (action == kActionBatch) {
     std::cout << "applied " << U64(reply, "ops") << " operation(s) atomically\n";
-  } else if (action == "merge") {
+  } else if (action == kActionMerge) {
     std::cout << "merged " << U64(reply, "blocks") << " block(s) into "
-              << Tree(request, "to") << " " << Exact(U64(request, "dst")) << " (policy "
+              << Tree(request, kArgTo) << " " << Exact(U64(request, kArgDst)) << " (policy "
               << Str(reply, "policy") << ")\n";
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({"base " + Exact(U64(request, "base")), Count(U64(reply, "unchanged"))});
+    rows.push_back({"base " + Exact(U64(request, kArgBase)), Count(U64(reply, "unchanged"))});
     for (const Json& t : reply.value("taken", Json::array())) {
       rows.push_back({"source " + Exact(U64(t, "source")), Count(U64(t, "blocks"))});
     }
     PrintRows({"FROM", "BLOCKS"}, rows);
     size_t conflicts = reply.value("conflicts", Json::array()).size();
     if (conflicts > 0) std::cout << conflicts << " conflict(s) resolved by policy\n";
-  } else if (action == "attr" || action == "attrs") {
+  } else if (action == kActionAttr || action == kActionAttrs) {
     PrintAttrs(reply);
   }
   return 0;
@@ -832,8 +842,8 @@ int main(int argc, char** argv) {
   }
   if (rest.empty()) return Usage("missing COMMAND");
 
-  bool sub = rest[0] == "snapshot" || rest[0] == "range";
-  Json request = {{"cmd", rest[0]}};
+  bool sub = rest[0] == kCmdSnapshot || rest[0] == kCmdRange;
+  Json request = {{kFieldCmd, rest[0]}};
   if (sub) {
     std::string error;
     if (!BuildSubRequest(rest, &request, &error)) {
@@ -849,7 +859,7 @@ int main(int argc, char** argv) {
       Json parsed = Json::parse(value, nullptr, false);
       request[a.substr(0, eq)] = parsed.is_discarded() ? Json(value) : parsed;
     } else {
-      request["args"].push_back(a);
+      request[kFieldArgs].push_back(a);
     }
   }
 
@@ -869,13 +879,13 @@ int main(int argc, char** argv) {
     std::cerr << "ftlctl: the daemon sent something that is not JSON: " << line << "\n";
     return 2;
   }
-  bool ok = reply.value("ok", false);
+  bool ok = reply.value(kFieldOk, false);
   if (sub && ok) return PrintSub(request, reply, line, json);
   if (json) {
     std::cout << line << "\n";
   } else if (!ok) {
     std::cerr << "ftlctl: " << (sub ? rest[0] + " " + rest[1] : rest[0]) << ": "
-              << reply.value("error", std::string("failed"))
+              << reply.value(kFieldError, std::string("failed"))
               << "\n";
   } else {
     PrintHuman(rest[0], reply);

@@ -33,4 +33,4 @@ Connect with any NBD client, for example:
 Operate it with: $build_dir/tools/ftlctl status   (stats, exports, checkpoint, gc)
 
 MSG
-exec "$build_dir/nbd/ftld" --size "$size" "$@" "$backing"
+exec "$build_dir/daemon/ftld" --size "$size" "$@" "$backing"

@@ -4,7 +4,8 @@
 //
 // A tree reference names where a range lives: "" = the primary volume, a
 // volume (or activated export) name, or a snapshot as "VOLUME@SNAPSHOT" /
-// "@SNAPSHOT" (sources only: snapshots are never written).
+// "@SNAPSHOT" (sources only: snapshots are never written). Grammar and
+// parser: tree_ref.h.
 
 #include <cstdint>
 #include <string>

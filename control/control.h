@@ -2,8 +2,8 @@
 // The control socket: a Unix stream socket speaking JSON lines. Each request
 // is one JSON object on one line, {"cmd":"NAME", ...arguments}; each reply is
 // one line, {"ok":true, ...results} or {"ok":false,"error":"..."}. A request
-// "id" is echoed back. The protocol reference is in the README (docs/
-// nbd-readme-draft.md until merged).
+// "id" is echoed back. Framing, limits and names: control_protocol.h (shared
+// with ftlctl); every command's fields: the README, "Control protocol".
 //
 // ControlDispatcher maps a command name to a handler; adding a command
 // (e.g. "snapshot", "range") is one Register call, see control_commands.h.
@@ -25,20 +25,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "control/control_protocol.h"
 #include "nbd/asio.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
 
+namespace asio = boost::asio;
 using Json = nlohmann::json;
-
-// Longest request line accepted; a longer one gets an error and the
-// connection closes.
-inline constexpr size_t kMaxControlLine = 1 << 20;
-// Deepest nesting of arrays and objects accepted in a request (the request
-// object itself is level 1). Deeper requests get an error reply without
-// being parsed: copying a JSON value (the "id" echo) and printing it
-// recurse once per level, and 70,000 levels overflowed the stack.
-inline constexpr size_t kMaxControlDepth = 64;
 
 // Gets the whole request object (with "cmd"); returns the result fields
 // (a JSON object, merged into the reply) or an error status.
@@ -69,6 +62,24 @@ class ControlDispatcher {
 absl::StatusOr<std::string> StringArg(const Json& request, const std::string& key);
 absl::StatusOr<uint64_t> U64Arg(const Json& request, const std::string& key,
                                 std::optional<uint64_t> fallback = std::nullopt);
+// A string that may be absent or null (then `fallback`).
+absl::StatusOr<std::string> OptStringArg(const Json& request, const std::string& key,
+                                         const std::string& fallback = "");
+// true or false; absent or null is false.
+absl::StatusOr<bool> BoolArg(const Json& request, const std::string& key);
+// A size: a non-negative JSON integer (bytes) or a string with an optional
+// K/M/G/T suffix (binary units, ftl/size.h).
+absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
+                                 std::optional<uint64_t> fallback = std::nullopt);
+// `s` with `prefix` before its message ("ops[3]: ...").
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix);
+
+// Commands with a verb, {"cmd":CMD,"action":VERB,...}: RunAction runs
+// actions[VERB]; the error for a missing or unknown action lists the
+// valid ones.
+using Actions = std::map<std::string, std::function<absl::StatusOr<Json>(const Json&)>>;
+absl::StatusOr<Json> RunAction(const std::string& cmd, const Actions& actions,
+                               const Json& request);
 
 class ControlServer {
  public:
@@ -102,4 +113,4 @@ class ControlServer {
   std::string path_;
 };
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

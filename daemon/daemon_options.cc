@@ -1,13 +1,13 @@
-#include "nbd/daemon_options.h"
+#include "daemon/daemon_options.h"
 
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "nbd/errors.h"
-#include "util/size_parse.h"
+#include "control/control_protocol.h"
+#include "ftl/size.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
 namespace {
 
 absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
@@ -17,7 +17,7 @@ absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::m
 std::string DefaultControlPath(const std::string& backing) {
   std::string base = std::filesystem::path(backing).filename().string();
   if (base.empty()) base = "ftld";
-  return absl::StrCat("/run/ftld/", base, ".sock");
+  return absl::StrCat(control::kSocketDir, "/", base, control::kSocketSuffix);
 }
 
 absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& args) {
@@ -45,7 +45,7 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
     if (arg == "--size" || arg == "-s") {
       auto v = value();
       if (!v.ok()) return v.status();
-      auto n = util::ParseSize(*v);
+      auto n = ParseSize(*v);
       if (!n.ok()) return Bad(absl::StrCat("--size: ", n.status().message()));
       if (*n == 0) return Bad("--size must be greater than zero");
       o.size = *n;
@@ -161,4 +161,4 @@ A second signal exits at once (the next start recovers from the log).
 )";
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

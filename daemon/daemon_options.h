@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
 
 struct DaemonOptions {
   std::string backing;
@@ -44,10 +44,10 @@ struct DaemonOptions {
 // InvalidArgument with a one-line message for anything wrong.
 absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& args);
 
-// /run/ftld/<basename of backing>.sock
+// /run/ftld/<basename of backing>.sock (control/control_protocol.h)
 std::string DefaultControlPath(const std::string& backing);
 
 std::string DaemonUsage();
 inline constexpr const char* kFtldVersion = "0.1.0";
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

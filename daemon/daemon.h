@@ -10,11 +10,11 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/daemon_options.h"
 #include "ftl/pool.h"
-#include "nbd/daemon_options.h"
 #include "nbd/exports.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
 
 // Runs ftld; returns the process exit code. Errors are printed as one line
 // "ftld: error: ..." on stderr.
@@ -23,6 +23,6 @@ int RunDaemon(const std::vector<std::string>& args);
 // The exports of a pool: the primary volume under its export name
 // (--export, default its volume name) and as "", the default export; every
 // other volume under its own name. All are listed by NBD_OPT_LIST.
-absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* exports);
+absl::Status FillExports(Pool& pool, const DaemonOptions& o, nbd::ExportTable* exports);
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

@@ -1,12 +1,21 @@
-#include "nbd/control_commands.h"
+#include "control/control_commands.h"
 
 #include <unistd.h>
 
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "ftl/tree_ref.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
+
+using nbd::ConnectionInfo;
+using nbd::Export;
+using nbd::ExportTable;
+using nbd::Server;
+using nbd::ServerCounters;
+using nbd::ServerOptions;
+
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -90,7 +99,7 @@ absl::StatusOr<Json> Gc(const DaemonContext& ctx, const Json& request) {
   uint64_t seg_bytes = std::max<uint64_t>(1, uint64_t(g.segment_blocks) * g.block_size);
   uint64_t needed = (before.live_bytes + seg_bytes - 1) / seg_bytes + 2;
   uint64_t reachable = before.segments_total > needed ? before.segments_total - needed : 0;
-  auto min_free = U64Arg(request, "min_free_segments", reachable);
+  auto min_free = U64Arg(request, kArgMinFreeSegments, reachable);
   if (!min_free.ok()) return min_free.status();
   auto start = std::chrono::steady_clock::now();
   auto cleaned = ctx.pool->RunCleaner(uint32_t(std::min<uint64_t>(*min_free, UINT32_MAX)));
@@ -106,6 +115,44 @@ absl::StatusOr<Json> Gc(const DaemonContext& ctx, const Json& request) {
 
 }  // namespace
 
+std::string PrimaryName(const DaemonContext& ctx) {
+  Volume* p = ctx.pool->PrimaryVolume();
+  return p != nullptr ? p->name() : "";
+}
+
+absl::StatusOr<std::string> ResolveVolume(const DaemonContext& ctx, const std::string& name) {
+  if (name.empty()) return PrimaryName(ctx);
+  if (ctx.pool->GetVolume(name) != nullptr) return name;
+  if (std::optional<Export> e = ctx.exports->Find(name)) return e->volume->name();
+  return absl::NotFoundError(absl::StrCat("no volume or export named '", name, "'"));
+}
+
+absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
+                                                  const std::string& name) {
+  auto v = ResolveVolume(ctx, name);
+  if (v.ok() || !absl::IsNotFound(v.status())) return v;
+  for (const SnapshotInfo& s : ctx.pool->ListSnapshots("")) {
+    if (s.volume == name) return name;
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref) {
+  absl::StatusOr<TreeRef> tree = TreeRef::Parse(ref);
+  if (!tree.ok()) {
+    // Export names are any NBD name (ftld --export): a plain name that is
+    // no valid volume name may still be one.
+    if (ref.find('@') == std::string::npos) return ResolveVolume(ctx, ref);
+    return tree.status();
+  }
+  if (!tree->is_snapshot()) return ref.empty() ? ref : ResolveVolume(ctx, ref);
+  if (tree->volume.empty()) return ref;  // "@SNAP": the engine finds the primary
+  auto v = ResolveSnapshotVolume(ctx, tree->volume);
+  if (!v.ok()) return v.status();
+  tree->volume = *v;
+  return tree->ToString();
+}
+
 Json GeometryJson(const Geometry& g) {
   return Json{{"block_size", g.block_size},
               {"media_bytes", g.media_bytes},
@@ -118,15 +165,17 @@ Json GeometryJson(const Geometry& g) {
               {"uuid", g.uuid}};
 }
 
+Json ExportJson(const Export& e) {
+  return Json{{"name", e.name},
+              {"volume", e.volume->name()},
+              {"size_bytes", e.volume->size_bytes()},
+              {"read_only", e.effective_read_only()},
+              {"description", e.description}};
+}
+
 Json ExportsJson(const ExportTable& exports) {
   Json out = Json::array();
-  for (const Export& e : exports.List()) {
-    out.push_back({{"name", e.name},
-                   {"volume", e.volume->name()},
-                   {"size_bytes", e.volume->size_bytes()},
-                   {"read_only", e.effective_read_only()},
-                   {"description", e.description}});
-  }
+  for (const Export& e : exports.List()) out.push_back(ExportJson(e));
   return out;
 }
 
@@ -169,18 +218,18 @@ Json VolumeStatsJson(const VolumeStats& s) {
 }
 
 void RegisterCoreCommands(ControlDispatcher* d, const DaemonContext* ctx) {
-  d->Register("status", "uptime, backing, geometry, exports, clients",
+  d->Register(kCmdStatus, "uptime, backing, geometry, exports, clients",
               [ctx](const Json&) { return Status(*ctx); });
-  d->Register("stats", "I/O counts and bytes, write amplification, cleaner, space, memory",
+  d->Register(kCmdStats, "I/O counts and bytes, write amplification, cleaner, space, memory",
               [ctx](const Json&) { return Stats(*ctx); });
-  d->Register("exports", "the NBD export names and their volumes",
+  d->Register(kCmdExports, "the NBD export names and their volumes",
               [ctx](const Json&) -> absl::StatusOr<Json> {
                 return Json{{"exports", ExportsJson(*ctx->exports)}};
               });
-  d->Register("checkpoint", "write a checkpoint now",
+  d->Register(kCmdCheckpoint, "write a checkpoint now",
               [ctx](const Json&) { return Checkpoint(*ctx); });
-  d->Register("gc", "run the cleaner now [min_free_segments]",
+  d->Register(kCmdGc, "run the cleaner now [min_free_segments]",
               [ctx](const Json& r) { return Gc(*ctx, r); });
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control

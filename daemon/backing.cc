@@ -1,4 +1,4 @@
-#include "nbd/backing.h"
+#include "daemon/backing.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ftl/log.h"
+#include "ftl/size.h"
 #include "nbd/errors.h"
-#include "util/logging.h"
-#include "util/size_parse.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
+
+using nbd::StatusMessage;
+
 namespace {
 
 std::string Msg(const absl::Status& s) { return std::string(StatusMessage(s)); }
@@ -66,7 +69,7 @@ absl::StatusOr<BackingAction> DecideBackingAction(const DaemonOptions& o, const 
 }
 
 absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
-  auto log = util::Logger("nbd");
+  auto log = Logger("nbd");
   const std::string& b = o.backing;
   OpenedBacking out;
   BackingFacts facts;
@@ -77,8 +80,8 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat(b, ": not a regular file or block device"));
     }
     if (o.size && S_ISREG(st.st_mode) && uint64_t(st.st_size) != *o.size) {
-      log->warn("{} exists ({}); --size {} ignored", b, util::FormatSize(st.st_size),
-                util::FormatSize(*o.size));
+      log->warn("{} exists ({}); --size {} ignored", b, FormatSize(st.st_size),
+                FormatSize(*o.size));
     }
   } else if (errno != ENOENT) {
     return absl::UnavailableError(absl::StrCat(b, ": ", std::strerror(errno)));
@@ -118,12 +121,12 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
   switch (*action) {
     case BackingAction::kCreateAndFormat:
     case BackingAction::kFormat: {
-      log->info("formatting {} ({})", b, util::FormatSize(out.media->size()));
+      log->info("formatting {} ({})", b, FormatSize(out.media->size()));
       auto pool = Pool::Format(out.media, fopts, oopts);
       if (!pool.ok()) return About(b, pool.status());
       out.pool = std::move(*pool);
       out.report = absl::StrCat(*action == BackingAction::kCreateAndFormat ? "created " : "",
-                                util::FormatSize(out.media->size()), " and formatted");
+                                FormatSize(out.media->size()), " and formatted");
       break;
     }
     case BackingAction::kOpen: {
@@ -137,4 +140,4 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
   return out;
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/daemon_options.h"
 #include "ftl/media.h"
 #include "ftl/pool.h"
-#include "nbd/daemon_options.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
 
 struct OpenedBacking {
   std::shared_ptr<Media> media;
@@ -37,4 +37,4 @@ absl::StatusOr<BackingAction> DecideBackingAction(const DaemonOptions& o, const 
 // Does it: stat, lock, OpenMedia, LooksFormatted, Format or Open.
 absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o);
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

@@ -1,4 +1,4 @@
-#include "nbd/daemon.h"
+#include "daemon/daemon.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -12,17 +12,29 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "nbd/backing.h"
-#include "nbd/control.h"
-#include "nbd/control_commands.h"
-#include "nbd/control_snapshot.h"
+#include "control/control.h"
+#include "control/control_commands.h"
+#include "control/control_range.h"
+#include "control/control_snapshot.h"
+#include "daemon/backing.h"
+#include "ftl/log.h"
+#include "ftl/size.h"
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
-#include "util/logging.h"
-#include "util/size_parse.h"
 
-namespace ftl::nbd {
+namespace ftl::daemon {
+
+namespace asio = boost::asio;
+using control::ControlDispatcher;
+using control::ControlServer;
+using control::DaemonContext;
+using nbd::Export;
+using nbd::ExportTable;
+using nbd::Server;
+using nbd::ServerOptions;
+using nbd::StatusMessage;
+
 namespace {
 
 constexpr auto kDrainTimeout = std::chrono::seconds(30);
@@ -87,7 +99,7 @@ void WarnIfReachable(const std::string& bind, uint16_t port) {
   boost::system::error_code ec;
   asio::ip::address addr = asio::ip::make_address(bind, ec);
   if (ec || addr.is_loopback()) return;
-  util::Logger("nbd")->warn(
+  Logger("nbd")->warn(
       "NBD listens on {}:{}, not a loopback address: NBD has no authentication and, "
       "without TLS (ftld has none), no encryption; anyone who can reach this port can "
       "read and overwrite every export. Use --bind 127.0.0.1 or --unix unless the network "
@@ -112,7 +124,7 @@ class SignalWatcher {
       sigwait(&set_, &sig);
       on_first(sig);
       sigwait(&set_, &sig);
-      util::Logger("nbd")->warn("second signal ({}): exiting now without a checkpoint",
+      Logger("nbd")->warn("second signal ({}): exiting now without a checkpoint",
                                 strsignal(sig));
       spdlog::apply_all([](std::shared_ptr<spdlog::logger> l) { l->flush(); });
       ::_exit(128 + sig);
@@ -139,8 +151,8 @@ int RunDaemon(const std::vector<std::string>& args) {
     std::cout << "ftld " << kFtldVersion << "\n";
     return 0;
   }
-  util::SetLogLevel(o.log_level);
-  auto log = util::Logger("nbd");
+  SetLogLevel(o.log_level);
+  auto log = Logger("nbd");
 
   // Signals are blocked before any thread starts, so only the watcher sees them.
   SignalWatcher signals;
@@ -161,8 +173,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   const Geometry& g = pool.geometry();
   log->info("{}: {} ({}, {} segments of {}, {} logical)", o.backing, backing->report,
             backing->media->Describe(), g.segment_count,
-            util::FormatSize(uint64_t(g.segment_blocks) * g.block_size),
-            util::FormatSize(g.logical_blocks * g.block_size));
+            FormatSize(uint64_t(g.segment_blocks) * g.block_size),
+            FormatSize(g.logical_blocks * g.block_size));
 
   // Step: exports.
   ExportTable exports;
@@ -198,9 +210,9 @@ int RunDaemon(const std::vector<std::string>& args) {
   ctx.control_path = o.control;
   ctx.read_only = o.read_only;
   ControlDispatcher dispatcher;
-  RegisterCoreCommands(&dispatcher, &ctx);
-  RegisterSnapshotCommands(&dispatcher, &ctx);
-  RegisterRangeCommands(&dispatcher, &ctx);
+  control::RegisterCoreCommands(&dispatcher, &ctx);
+  control::RegisterSnapshotCommands(&dispatcher, &ctx);
+  control::RegisterRangeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
@@ -214,7 +226,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   for (const Export& e : exports.List()) {
     if (e.listed) {
       log->info("export '{}': volume {} ({}){}", e.name, e.volume->name(),
-                util::FormatSize(e.volume->size_bytes()),
+                FormatSize(e.volume->size_bytes()),
                 e.effective_read_only() ? ", read-only" : "");
     }
   }
@@ -246,4 +258,4 @@ int RunDaemon(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::daemon

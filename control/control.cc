@@ -1,4 +1,4 @@
-#include "nbd/control.h"
+#include "control/control.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,20 +12,26 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ftl/size.h"
+#include "ftl/log.h"
 #include "nbd/accept_backoff.h"
 #include "nbd/errors.h"
-#include "util/logging.h"
 
-namespace ftl::nbd {
+namespace ftl::control {
+
+using nbd::AcceptBackoff;
+using nbd::StatusMessage;
+
 namespace {
 
 using boost::system::error_code;
 
 std::string ErrorReply(std::string_view message, const Json* id = nullptr,
                        std::string_view code = "") {
-  Json reply = {{"ok", false}, {"error", message}};
-  if (!code.empty()) reply["code"] = code;
-  if (id != nullptr) reply["id"] = *id;
+  Json reply = {{kFieldOk, false}, {kFieldError, message}};
+  if (!code.empty()) reply[kFieldCode] = code;
+  if (id != nullptr) reply[kFieldId] = *id;
   return reply.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -69,10 +75,10 @@ bool NestedDeeperThan(std::string_view line, size_t limit) {
 }  // namespace
 
 ControlDispatcher::ControlDispatcher() {
-  Register("help", "list the commands", [this](const Json&) -> absl::StatusOr<Json> {
+  Register(kCmdHelp, "list the commands", [this](const Json&) -> absl::StatusOr<Json> {
     Json commands = Json::array();
     for (const auto& [name, e] : handlers_) {
-      commands.push_back({{"cmd", name}, {"summary", e.summary}});
+      commands.push_back({{kFieldCmd, name}, {"summary", e.summary}});
     }
     return Json{{"commands", commands}};
   });
@@ -100,8 +106,8 @@ std::string ControlDispatcher::Dispatch(std::string_view line) const {
   if (!request.is_object()) {
     return ErrorReply("a request must be a JSON object", nullptr, "INVALID_ARGUMENT");
   }
-  const Json* id = request.contains("id") ? &request["id"] : nullptr;
-  auto cmd = request.find("cmd");
+  const Json* id = request.contains(kFieldId) ? &request[kFieldId] : nullptr;
+  auto cmd = request.find(kFieldCmd);
   if (cmd == request.end() || !cmd->is_string()) {
     return ErrorReply("missing \"cmd\" (a string)", id, "INVALID_ARGUMENT");
   }
@@ -121,13 +127,13 @@ std::string ControlDispatcher::Dispatch(std::string_view line) const {
     return ErrorReply(StatusMessage(result.status()), id,
                       absl::StatusCodeToString(result.status().code()));
   }
-  Json reply = {{"ok", true}};
+  Json reply = {{kFieldOk, true}};
   if (result->is_object()) {
     for (auto& [k, v] : result->items()) reply[k] = v;
   } else if (!result->is_null()) {
     reply["result"] = *result;
   }
-  if (id != nullptr) reply["id"] = *id;
+  if (id != nullptr) reply[kFieldId] = *id;
   return reply.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -154,15 +160,74 @@ absl::StatusOr<uint64_t> U64Arg(const Json& request, const std::string& key,
   return it->get<uint64_t>();
 }
 
+absl::StatusOr<std::string> OptStringArg(const Json& request, const std::string& key,
+                                         const std::string& fallback) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) return fallback;
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be a string"));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<bool> BoolArg(const Json& request, const std::string& key) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) return false;
+  if (!it->is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be true or false"));
+  }
+  return it->get<bool>();
+}
+
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+absl::StatusOr<Json> RunAction(const std::string& cmd, const Actions& actions,
+                               const Json& request) {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : actions) names.push_back(name);
+  std::string valid = absl::StrJoin(names, ", ");
+  auto it = request.find(kFieldAction);
+  if (it == request.end() || !it->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", cmd, "\" needs \"action\" (a string: one of ", valid, ")"));
+  }
+  auto a = actions.find(it->get<std::string>());
+  if (a == actions.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown ", cmd, " action '",
+                                                   it->get<std::string>(), "' (one of ",
+                                                   valid, ")"));
+  }
+  return a->second(request);
+}
+
+absl::StatusOr<uint64_t> SizeArg(const Json& request, const std::string& key,
+                                 std::optional<uint64_t> fallback) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return absl::InvalidArgumentError(absl::StrCat("missing \"", key, "\""));
+  }
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_string()) {
+    auto v = ParseSize(it->get<std::string>());
+    if (!v.ok()) return Prefixed(v.status(), absl::StrCat("\"", key, "\": "));
+    return *v;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", key, "\" must be a non-negative integer or a size string like \"64K\", \"8M\""));
+}
+
 ControlServer::ControlServer(asio::io_context& io, const ControlDispatcher* dispatcher)
-    : io_(io), dispatcher_(dispatcher), log_(util::Logger("ctl")) {}
+    : io_(io), dispatcher_(dispatcher), log_(Logger("ctl")) {}
 
 ControlServer::~ControlServer() {
   handler_thread_.join();
 }
 
 absl::Status ControlServer::Listen(const std::string& path) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+  if (path.size() > kMaxSocketPath) {
     return absl::InvalidArgumentError(absl::StrCat("control socket path too long: ", path));
   }
   std::filesystem::path p(path);
@@ -241,9 +306,9 @@ asio::awaitable<void> ControlServer::Session(ControlServer* server,
   std::string buffer;
   for (;;) {
     size_t n = co_await asio::async_read_until(
-        socket, asio::dynamic_buffer(buffer, kMaxControlLine), '\n', token);
+        socket, asio::dynamic_buffer(buffer, kMaxControlLine), kLineEnd, token);
     if (ec == asio::error::not_found) {
-      std::string reply = ErrorReply("request line too long", nullptr, "INVALID_ARGUMENT") + "\n";
+      std::string reply = ErrorReply("request line too long", nullptr, "INVALID_ARGUMENT") + kLineEnd;
       server->log_->warn("control request longer than {} bytes; closing", kMaxControlLine);
       co_await asio::async_write(socket, asio::buffer(reply), token);
       // Swallow the rest for a while so closing does not reset the
@@ -280,10 +345,10 @@ asio::awaitable<void> ControlServer::Session(ControlServer* server,
     if (reply.find("\"ok\":false") != std::string::npos) {
       server->log_->info("control request failed: {}", reply);
     }
-    reply += '\n';
+    reply += kLineEnd;
     co_await asio::async_write(socket, asio::buffer(reply), token);
     if (ec) co_return;
   }
 }
 
-}  // namespace ftl::nbd
+}  // namespace ftl::control
