@@ -136,15 +136,14 @@ def check(root, table):
     """Returns (violations, notes): lists of strings."""
     violations = []
     used_temporary = set()
+    unknown = {}  # folder -> files in it that no module covers
     for top in top_folders(root):
         if top in table.unchecked:
             continue
         for rel in source_files(root, top):
             mod = table.module_of(rel)
             if mod is None:
-                violations.append(
-                    f"{rel}: folder {os.path.dirname(rel)} is in no module of tools/layers.txt "
-                    f"(add a line for the new module and what it may include)")
+                unknown.setdefault(os.path.dirname(rel), []).append(rel)
                 continue
             with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
                 lines = f.readlines()
@@ -179,6 +178,10 @@ def check(root, table):
                     f"may include only {' '.join(sorted(table.allowed[mod])) or 'itself'}"
                 violations.append(f"{rel}:{n}: #include \"{inc}\": {mod} -> {dep} not allowed "
                                   f"({mod} {why})")
+    for folder, files in sorted(unknown.items()):
+        violations.append(
+            f"{files[0]}: folder {folder} ({len(files)} source file(s)) is in no module of "
+            f"tools/layers.txt (add a line for the new module and what it may include)")
     for mod, deps in sorted(table.temporary.items()):
         for d in sorted(deps):
             if (mod, d) not in used_temporary:
@@ -191,7 +194,7 @@ def check(root, table):
 def run(root, table_path):
     try:
         table = Table.parse(table_path)
-    except TableError as e:
+    except (TableError, OSError) as e:
         print(f"check_layers: {e}", file=sys.stderr)
         return 2
     violations = check(root, table)
@@ -261,13 +264,13 @@ def self_test():
          ["include/ftl/bad.h:1", "include/ftl -> src/util"]),
         ("include into an unknown module folder is caught",
          {"src/range/r.h": "", "src/core/d.cc": '#include "range/r.h"\n'}, None, 1,
-         ["src/core/d.cc:1", "src/range/r.h", "src/range/r.h: folder src/range is in no module"]),
+         ["src/core/d.cc:1", "src/range/r.h", "src/range/r.h: folder src/range (1 source file(s)) is in no module"]),
         ("unknown top-level folder of an include is caught",
          {"src/core/e.cc": '#include "nosuch/thing.h"\n'}, None, 1,
          ["src/core/e.cc:1", "'nosuch' is no known folder"]),
         ("sources in a folder without a table line are caught",
          {"daemon/main.cc": '#include "ftl/api.h"\n'}, None, 1,
-         ["daemon/main.cc: folder daemon is in no module"]),
+         ["daemon/main.cc: folder daemon (1 source file(s)) is in no module"]),
         ("allow-temporarily lets a known violation pass",
          {"tools/bad.cc": '#include "util/u.h"\n'},
          SELF_TABLE + "allow-temporarily: tools: src/util\n", 0, []),
