@@ -159,7 +159,7 @@ void FaultMedia::Restart(const CrashPlan& plan) {
         break;
     }
     // Copies [from, to) of this entry (absolute offsets) into durable_.
-    auto apply = [&](uint64_t from, uint64_t to) {
+    auto apply = [&](uint64_t from, uint64_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (p.discard_len > 0) {
         std::fill(durable_.begin() + from, durable_.begin() + to, std::byte{0});
       } else {

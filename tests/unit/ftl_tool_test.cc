@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ftl/pool.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -57,13 +58,13 @@ class FtlToolTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "pool.img").string();
     auto media = OpenMedia(path_, 64 << 20);
-    ASSERT_TRUE(media.ok()) << media.status();
+    ASSERT_OK(media);
     auto pool = Pool::Format(*media, testing::SmallFormat(), testing::QuietOpen());
-    ASSERT_TRUE(pool.ok()) << pool.status();
+    ASSERT_OK(pool);
     data_ = testing::Pattern(1, 0, 1 << 20);
-    ASSERT_TRUE((*pool)->PrimaryVolume()->Write(0, data_).ok());
-    ASSERT_TRUE((*pool)->PrimaryVolume()->Trim(65536, 65536).ok());
-    ASSERT_TRUE((*pool)->Close().ok());
+    ASSERT_OK((*pool)->PrimaryVolume()->Write(0, data_));
+    ASSERT_OK((*pool)->PrimaryVolume()->Trim(65536, 65536));
+    ASSERT_OK((*pool)->Close());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::filesystem::path dir_;
@@ -120,11 +121,11 @@ TEST_F(FtlToolTest, LostRedundancyIsDegradedAndRepairRestoresIt) {
   Geometry g;
   {
     auto media = OpenMedia(path_, 0);
-    ASSERT_TRUE(media.ok());
+    ASSERT_OK(media);
     auto ro = testing::QuietOpen(false);
     ro.read_only = true;
     auto p = Pool::Open(*media, ro);
-    ASSERT_TRUE(p.ok());
+    ASSERT_OK(p);
     g = (*p)->geometry();
   }
   auto smash = [&](uint64_t off) {
@@ -154,11 +155,11 @@ TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
   auto b = testing::Pattern(7, 4 << 20, 16 << 10);
   {
     auto media = OpenMedia(path_, 0);
-    ASSERT_TRUE(media.ok());
+    ASSERT_OK(media);
     auto p = Pool::Open(*media, testing::QuietOpen(false));
-    ASSERT_TRUE(p.ok());
-    ASSERT_TRUE((*p)->PrimaryVolume()->Write(2 << 20, testing::Pattern(8, 2 << 20, 16 << 10), true).ok());
-    ASSERT_TRUE((*p)->PrimaryVolume()->Write(4 << 20, b, true).ok());
+    ASSERT_OK(p);
+    ASSERT_OK((*p)->PrimaryVolume()->Write(2 << 20, testing::Pattern(8, 2 << 20, 16 << 10), true));
+    ASSERT_OK((*p)->PrimaryVolume()->Write(4 << 20, b, true));
     // No Close(): a crash, so both records are replayed at the next open.
   }
   auto first = testing::Pattern(8, 2 << 20, 4096);
@@ -179,13 +180,13 @@ TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
   r = RunTool("repair --accept-loss " + path_);
   EXPECT_EQ(r.code, 1) << r.out;  // what is lost stays lost
   auto media = OpenMedia(path_, 0);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   auto p = Pool::Open(*media, testing::QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   std::vector<std::byte> out(4096);
   EXPECT_TRUE(absl::IsDataLoss((*p)->PrimaryVolume()->Read(2 << 20, out)));
   std::vector<std::byte> back(b.size());
-  ASSERT_TRUE((*p)->PrimaryVolume()->Read(4 << 20, back).ok());
+  ASSERT_OK((*p)->PrimaryVolume()->Read(4 << 20, back));
   EXPECT_EQ(back, b);
 }
 
@@ -193,13 +194,13 @@ TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
 TEST_F(FtlToolTest, DumpListsEveryActivation) {
   {
     auto media = OpenMedia(path_, 0);
-    ASSERT_TRUE(media.ok());
+    ASSERT_OK(media);
     auto p = Pool::Open(*media, testing::QuietOpen(false));
-    ASSERT_TRUE(p.ok());
-    ASSERT_TRUE((*p)->CreateSnapshot("", "s1").ok());
-    ASSERT_TRUE((*p)->ActivateSnapshot("", "s1", "copy-a", true).ok());
-    ASSERT_TRUE((*p)->ActivateSnapshot("", "s1", "copy-b", false).ok());
-    ASSERT_TRUE((*p)->Close().ok());
+    ASSERT_OK(p);
+    ASSERT_OK((*p)->CreateSnapshot("", "s1"));
+    ASSERT_OK((*p)->ActivateSnapshot("", "s1", "copy-a", true));
+    ASSERT_OK((*p)->ActivateSnapshot("", "s1", "copy-b", false));
+    ASSERT_OK((*p)->Close());
   }
   Result r = RunTool("dump " + path_);
   EXPECT_EQ(r.code, 0) << r.out;

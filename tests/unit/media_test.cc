@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "status_asserts.h"
+
 namespace ftl {
 namespace {
 
@@ -97,25 +99,25 @@ TEST(FileMediaTest, CreatesSparseFileOfRequestedSize) {
   TempDir dir;
   std::string path = dir.File("store.img");
   auto media = OpenFileMedia(path, 64 * kMiB);
-  ASSERT_TRUE(media.ok()) << media.status();
+  ASSERT_OK(media);
   EXPECT_EQ((*media)->size(), 64 * kMiB);
   EXPECT_EQ((*media)->Describe(), "file " + path);
   EXPECT_EQ(fs::file_size(path), 64 * kMiB);
   EXPECT_LT(AllocatedBytes(path), 1 * kMiB) << "file should be sparse";
   std::vector<std::byte> buf(8192, std::byte{0x55});
-  ASSERT_TRUE((*media)->Read(32 * kMiB, buf).ok());
+  ASSERT_OK((*media)->Read(32 * kMiB, buf));
   EXPECT_TRUE(AllZero(buf));
 }
 
 TEST(FileMediaTest, CreatedFileIsPrivateExistingFileKeepsItsMode) {
   TempDir dir;
   std::string path = dir.File("store.img");
-  ASSERT_TRUE(OpenFileMedia(path, 1 * kMiB).ok());
+  ASSERT_OK(OpenFileMedia(path, 1 * kMiB));
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
-  ASSERT_TRUE(OpenFileMedia(path, 1 * kMiB).ok());
+  ASSERT_OK(OpenFileMedia(path, 1 * kMiB));
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0640u);
 }
@@ -137,43 +139,43 @@ TEST(FileMediaTest, ReopenKeepsSizeAndData) {
   auto data = Pattern(3 * 4096, 7);
   {
     auto media = OpenFileMedia(path, 16 * kMiB);
-    ASSERT_TRUE(media.ok()) << media.status();
-    ASSERT_TRUE((*media)->Write(5 * 4096, data).ok());
-    ASSERT_TRUE((*media)->Sync().ok());
+    ASSERT_OK(media);
+    ASSERT_OK((*media)->Write(5 * 4096, data));
+    ASSERT_OK((*media)->Sync());
   }
   // An existing file keeps its size whatever create_size says.
   auto media = OpenFileMedia(path, 1 * kMiB);
-  ASSERT_TRUE(media.ok()) << media.status();
+  ASSERT_OK(media);
   EXPECT_EQ((*media)->size(), 16 * kMiB);
   std::vector<std::byte> got(data.size());
-  ASSERT_TRUE((*media)->Read(5 * 4096, got).ok());
+  ASSERT_OK((*media)->Read(5 * 4096, got));
   EXPECT_EQ(got, data);
   auto again = OpenFileMedia(path);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ((*again)->size(), 16 * kMiB);
 }
 
 TEST(FileMediaTest, ReadWriteRoundTripAlignedAndUnaligned) {
   TempDir dir;
   auto media = OpenFileMedia(dir.File("store.img"), 4 * kMiB);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   auto a = Pattern(64 * kKiB, 1);
-  ASSERT_TRUE((*media)->Write(1 * kMiB, a).ok());
+  ASSERT_OK((*media)->Write(1 * kMiB, a));
   auto b = Pattern(777, 2);
-  ASSERT_TRUE((*media)->Write(3 * kMiB + 13, b).ok());
+  ASSERT_OK((*media)->Write(3 * kMiB + 13, b));
   std::vector<std::byte> got(a.size());
-  ASSERT_TRUE((*media)->Read(1 * kMiB, got).ok());
+  ASSERT_OK((*media)->Read(1 * kMiB, got));
   EXPECT_EQ(got, a);
   got.resize(b.size());
-  ASSERT_TRUE((*media)->Read(3 * kMiB + 13, got).ok());
+  ASSERT_OK((*media)->Read(3 * kMiB + 13, got));
   EXPECT_EQ(got, b);
   // The last byte of the media is reachable.
   std::vector<std::byte> one{std::byte{0x7f}};
-  ASSERT_TRUE((*media)->Write(4 * kMiB - 1, one).ok());
+  ASSERT_OK((*media)->Write(4 * kMiB - 1, one));
   std::vector<std::byte> back(1);
-  ASSERT_TRUE((*media)->Read(4 * kMiB - 1, back).ok());
+  ASSERT_OK((*media)->Read(4 * kMiB - 1, back));
   EXPECT_EQ(back, one);
-  ASSERT_TRUE((*media)->Sync().ok());
+  ASSERT_OK((*media)->Sync());
 }
 
 TEST(MediaGatherTest, WriteGatherEqualsOneWriteOfTheConcatenation) {
@@ -182,7 +184,7 @@ TEST(MediaGatherTest, WriteGatherEqualsOneWriteOfTheConcatenation) {
   // fault media path: one Write of the joined bytes).
   TempDir dir;
   auto file = OpenFileMedia(dir.File("store.img"), 8 * kMiB);
-  ASSERT_TRUE(file.ok());
+  ASSERT_OK(file);
   std::vector<std::shared_ptr<Media>> all{*file, NewMemMedia(8 * kMiB)};
   EXPECT_TRUE(all[0]->gathers_writes());
   EXPECT_TRUE(all[1]->gathers_writes());
@@ -195,23 +197,23 @@ TEST(MediaGatherTest, WriteGatherEqualsOneWriteOfTheConcatenation) {
   }
   ASSERT_GT(pieces.size(), 1024u);
   for (const auto& m : all) {
-    ASSERT_TRUE(m->WriteGather(1 * kMiB + 5, pieces).ok()) << m->Describe();
+    ASSERT_OK(m->WriteGather(1 * kMiB + 5, pieces)) << m->Describe();
     std::vector<std::byte> got(data.size() + 10);
-    ASSERT_TRUE(m->Read(1 * kMiB, got).ok());
+    ASSERT_OK(m->Read(1 * kMiB, got));
     EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin() + 5)) << m->Describe();
     EXPECT_EQ(got[0], std::byte{0});
     EXPECT_EQ(got.back(), std::byte{0});
     // Past the end: refused, nothing written.
     std::vector<std::byte> before(16);
-    ASSERT_TRUE(m->Read(8 * kMiB - 16, before).ok());
+    ASSERT_OK(m->Read(8 * kMiB - 16, before));
     EXPECT_FALSE(m->WriteGather(8 * kMiB - 2 * kMiB, pieces).ok());
     std::vector<std::byte> after(16);
-    ASSERT_TRUE(m->Read(8 * kMiB - 16, after).ok());
+    ASSERT_OK(m->Read(8 * kMiB - 16, after));
     EXPECT_EQ(before, after);
     // The default path (copy into one buffer, then Write).
-    ASSERT_TRUE(m->Media::WriteGather(5 * kMiB, pieces).ok());
+    ASSERT_OK(m->Media::WriteGather(5 * kMiB, pieces));
     got.resize(data.size());
-    ASSERT_TRUE(m->Read(5 * kMiB, got).ok());
+    ASSERT_OK(m->Read(5 * kMiB, got));
     EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin())) << m->Describe();
   }
 }
@@ -220,7 +222,7 @@ TEST(FileMediaTest, OutOfRangeIsRejectedAndChangesNothing) {
   TempDir dir;
   std::string path = dir.File("store.img");
   auto media = OpenFileMedia(path, 1 * kMiB);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   std::vector<std::byte> buf(8192, std::byte{1});
   for (uint64_t off : {1 * kMiB - 4096, 1 * kMiB, 2 * kMiB, UINT64_MAX - 100}) {
     auto r = (*media)->Read(off, buf);
@@ -232,7 +234,7 @@ TEST(FileMediaTest, OutOfRangeIsRejectedAndChangesNothing) {
   }
   EXPECT_EQ(fs::file_size(path), 1 * kMiB);
   std::vector<std::byte> tail(4096);
-  ASSERT_TRUE((*media)->Read(1 * kMiB - 4096, tail).ok());
+  ASSERT_OK((*media)->Read(1 * kMiB - 4096, tail));
   EXPECT_TRUE(AllZero(tail));
 }
 
@@ -240,26 +242,26 @@ TEST(FileMediaTest, DiscardPunchesHoleAndReadsZeros) {
   TempDir dir;
   std::string path = dir.File("store.img");
   auto media = OpenFileMedia(path, 8 * kMiB);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   auto data = Pattern(2 * kMiB, 3);
-  ASSERT_TRUE((*media)->Write(2 * kMiB, data).ok());
-  ASSERT_TRUE((*media)->Sync().ok());
+  ASSERT_OK((*media)->Write(2 * kMiB, data));
+  ASSERT_OK((*media)->Sync());
   uint64_t before = AllocatedBytes(path);
   EXPECT_GE(before, 2 * kMiB);
 
-  ASSERT_TRUE((*media)->Discard(2 * kMiB, 1 * kMiB).ok());
+  ASSERT_OK((*media)->Discard(2 * kMiB, 1 * kMiB));
   std::vector<std::byte> got(2 * kMiB);
-  ASSERT_TRUE((*media)->Read(2 * kMiB, got).ok());
+  ASSERT_OK((*media)->Read(2 * kMiB, got));
   EXPECT_TRUE(AllZero(std::span(got).first(1 * kMiB)));
   EXPECT_TRUE(std::equal(got.begin() + kMiB, got.end(), data.begin() + kMiB));
   EXPECT_LE(AllocatedBytes(path), before - 1 * kMiB) << "no hole was punched";
   EXPECT_EQ(fs::file_size(path), 8 * kMiB);  // KEEP_SIZE
 
   // Zero-length and unaligned discards are fine too.
-  EXPECT_TRUE((*media)->Discard(0, 0).ok());
-  ASSERT_TRUE((*media)->Discard(3 * kMiB + 100, 1000).ok());
+  EXPECT_OK((*media)->Discard(0, 0));
+  ASSERT_OK((*media)->Discard(3 * kMiB + 100, 1000));
   got.resize(1200);
-  ASSERT_TRUE((*media)->Read(3 * kMiB, got).ok());
+  ASSERT_OK((*media)->Read(3 * kMiB, got));
   EXPECT_TRUE(std::equal(got.begin(), got.begin() + 100, data.begin() + kMiB));
   EXPECT_TRUE(AllZero(std::span(got).subspan(100, 1000)));
   EXPECT_TRUE(
@@ -270,15 +272,15 @@ TEST(FileMediaTest, PrepareAllocatesWithoutChangingContents) {
   TempDir dir;
   std::string path = dir.File("store.img");
   auto media = OpenFileMedia(path, 8 * kMiB);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   auto data = Pattern(1 * kMiB, 5);
-  ASSERT_TRUE((*media)->Write(4 * kMiB, data).ok());
+  ASSERT_OK((*media)->Write(4 * kMiB, data));
   uint64_t before = AllocatedBytes(path);
   (*media)->Prepare(2 * kMiB, 4 * kMiB);  // a hole and written data
   EXPECT_GE(AllocatedBytes(path), before + 3 * kMiB) << "the hole was not allocated";
   EXPECT_EQ(fs::file_size(path), 8 * kMiB);  // KEEP_SIZE
   std::vector<std::byte> got(4 * kMiB);
-  ASSERT_TRUE((*media)->Read(2 * kMiB, got).ok());
+  ASSERT_OK((*media)->Read(2 * kMiB, got));
   EXPECT_TRUE(AllZero(std::span(got).first(2 * kMiB)));
   EXPECT_TRUE(std::equal(got.begin() + 2 * kMiB, got.begin() + 3 * kMiB, data.begin()));
   EXPECT_TRUE(AllZero(std::span(got).subspan(3 * kMiB)));
@@ -310,10 +312,10 @@ TEST(FileMediaTest, StartWritebackWritesTheRangeBackWithoutASync) {
   TempDir dir;
   std::string path = dir.File("store.img");
   auto media = OpenFileMedia(path, 8 * kMiB);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   (*media)->Prepare(0, 4 * kMiB);  // unwritten extents until write-back
   auto data = Pattern(4 * kMiB, 11);
-  ASSERT_TRUE((*media)->Write(0, data).ok());
+  ASSERT_OK((*media)->Write(0, data));
   int fd = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   std::optional<bool> pending = PendingWriteback(fd, 0, 4 * kMiB);
@@ -329,35 +331,35 @@ TEST(FileMediaTest, StartWritebackWritesTheRangeBackWithoutASync) {
   EXPECT_FALSE(PendingWriteback(fd, 0, 4 * kMiB).value_or(true)) << "write-back did not start";
   ::close(fd);
   std::vector<std::byte> got(4 * kMiB);
-  ASSERT_TRUE((*media)->Read(0, got).ok());
+  ASSERT_OK((*media)->Read(0, got));
   EXPECT_EQ(got, data);
   // Out of range or empty: ignored; other media: a no-op.
   (*media)->StartWriteback(7 * kMiB, 2 * kMiB);
   (*media)->StartWriteback(0, 0);
   auto mem = NewMemMedia(1 * kMiB);
   mem->StartWriteback(0, 1 * kMiB);
-  EXPECT_TRUE(mem->Sync().ok());
+  EXPECT_OK(mem->Sync());
 }
 
 TEST(FileMediaTest, ConcurrentWritersToDisjointRanges) {
   TempDir dir;
   auto media = OpenFileMedia(dir.File("store.img"), 4 * kMiB);
-  ASSERT_TRUE(media.ok());
+  ASSERT_OK(media);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 64; ++i) {
         auto d = Pattern(4096, t * 1000 + i);
-        ASSERT_TRUE((*media)->Write(uint64_t(t * 64 + i) * 4096, d).ok());
+        ASSERT_OK((*media)->Write(uint64_t(t * 64 + i) * 4096, d));
       }
     });
   }
   for (auto& th : threads) th.join();
-  ASSERT_TRUE((*media)->Sync().ok());
+  ASSERT_OK((*media)->Sync());
   std::vector<std::byte> got(4096);
   for (int t = 0; t < 4; ++t) {
     for (int i = 0; i < 64; ++i) {
-      ASSERT_TRUE((*media)->Read(uint64_t(t * 64 + i) * 4096, got).ok());
+      ASSERT_OK((*media)->Read(uint64_t(t * 64 + i) * 4096, got));
       ASSERT_EQ(got, Pattern(4096, t * 1000 + i));
     }
   }
@@ -375,13 +377,13 @@ TEST(OpenMediaTest, PicksFileAndCreates) {
               HasSubstr("no such file: " + path));
 
   auto created = OpenMedia(path, 2 * kMiB);
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_OK(created);
   EXPECT_EQ((*created)->size(), 2 * kMiB);
   EXPECT_EQ((*created)->Describe(), "file " + path);
   created->reset();
 
   auto reopened = OpenMedia(path);
-  ASSERT_TRUE(reopened.ok());
+  ASSERT_OK(reopened);
   EXPECT_EQ((*reopened)->size(), 2 * kMiB);
 }
 
@@ -403,7 +405,7 @@ TEST(OpenMediaTest, RejectsDirectoriesAndCharacterDevices) {
 TEST(OpenMediaTest, BlockDeviceMediaRejectsRegularFile) {
   TempDir dir;
   std::string path = dir.File("plain.img");
-  ASSERT_TRUE(OpenFileMedia(path, 1 * kMiB).ok());
+  ASSERT_OK(OpenFileMedia(path, 1 * kMiB));
   auto media = OpenBlockDeviceMedia(path);
   ASSERT_FALSE(media.ok());
   EXPECT_EQ(media.status().code(), absl::StatusCode::kInvalidArgument);
@@ -441,16 +443,14 @@ class BlockDeviceMediaTest : public testing::Test {
     backing_ = dir_.File("backing.img");
     {
       auto f = OpenFileMedia(backing_, kSize);
-      ASSERT_TRUE(f.ok()) << f.status();
+      ASSERT_OK(f);
     }
     auto [dev, rc] =
         RunCommand("losetup --find --show '" + backing_ + "' 2>&1");
     ASSERT_EQ(rc, 0) << "losetup failed: " << dev;
     ASSERT_THAT(dev, testing::StartsWith("/dev/loop"));
     dev_ = dev;
-    auto media = OpenBlockDeviceMedia(dev_);
-    ASSERT_TRUE(media.ok()) << media.status();
-    media_ = *media;
+    ASSERT_OK_AND_ASSIGN(media_, OpenBlockDeviceMedia(dev_));
   }
 
   void TearDown() override {
@@ -482,7 +482,7 @@ TEST_F(BlockDeviceMediaTest, ReportsSizeAndDescription) {
   EXPECT_EQ(media_->size(), kSize);
   EXPECT_EQ(media_->Describe(), "blockdev " + dev_);
   auto via_open = OpenMedia(dev_);
-  ASSERT_TRUE(via_open.ok()) << via_open.status();
+  ASSERT_OK(via_open);
   EXPECT_EQ((*via_open)->Describe(), "blockdev " + dev_);
   EXPECT_EQ((*via_open)->size(), kSize);
 }
@@ -491,18 +491,18 @@ TEST_F(BlockDeviceMediaTest, AlignedReadWriteReachesBackingFile) {
   AlignedBuf buf(256 * kKiB);
   auto data = Pattern(buf.size, 11);
   std::memcpy(buf.p, data.data(), data.size());
-  ASSERT_TRUE(media_->Write(8 * kMiB, buf.span()).ok());
-  ASSERT_TRUE(media_->Sync().ok());
+  ASSERT_OK(media_->Write(8 * kMiB, buf.span()));
+  ASSERT_OK(media_->Sync());
   AlignedBuf got(buf.size);
-  ASSERT_TRUE(media_->Read(8 * kMiB, got.span()).ok());
+  ASSERT_OK(media_->Read(8 * kMiB, got.span()));
   EXPECT_EQ(0, std::memcmp(got.p, data.data(), data.size()));
   EXPECT_EQ(ReadBacking(8 * kMiB, data.size()), data);
   // Last block of the device.
   AlignedBuf last(4096);
   std::memset(last.p, 0xee, 4096);
-  ASSERT_TRUE(media_->Write(kSize - 4096, last.span()).ok());
+  ASSERT_OK(media_->Write(kSize - 4096, last.span()));
   AlignedBuf back(4096);
-  ASSERT_TRUE(media_->Read(kSize - 4096, back.span()).ok());
+  ASSERT_OK(media_->Read(kSize - 4096, back.span()));
   EXPECT_EQ(0, std::memcmp(back.p, last.p, 4096));
 }
 
@@ -512,7 +512,7 @@ TEST_F(BlockDeviceMediaTest, UnalignedBuffersAndOffsetsAreBounced) {
   {
     AlignedBuf init(model.size());
     std::memcpy(init.p, model.data(), model.size());
-    ASSERT_TRUE(media_->Write(0, init.span()).ok());
+    ASSERT_OK(media_->Write(0, init.span()));
   }
   struct Op {
     uint64_t offset;
@@ -531,24 +531,24 @@ TEST_F(BlockDeviceMediaTest, UnalignedBuffersAndOffsetsAreBounced) {
     AlignedBuf buf(op.length);
     auto data = Pattern(op.length, seed++);
     std::memcpy(buf.p + op.skew, data.data(), op.length);
-    ASSERT_TRUE(media_->Write(op.offset, buf.span(op.skew)).ok())
+    ASSERT_OK(media_->Write(op.offset, buf.span(op.skew)))
         << op.offset << "+" << op.length;
     std::copy(data.begin(), data.end(), model.begin() + op.offset);
 
     AlignedBuf back(op.length);
-    ASSERT_TRUE(media_->Read(op.offset, back.span(op.skew)).ok());
+    ASSERT_OK(media_->Read(op.offset, back.span(op.skew)));
     EXPECT_EQ(0, std::memcmp(back.p + op.skew, data.data(), op.length))
         << op.offset << "+" << op.length;
   }
-  ASSERT_TRUE(media_->Sync().ok());
+  ASSERT_OK(media_->Sync());
   // Neighbouring bytes of every unaligned write are intact.
   AlignedBuf all(model.size());
-  ASSERT_TRUE(media_->Read(0, all.span()).ok());
+  ASSERT_OK(media_->Read(0, all.span()));
   EXPECT_EQ(0, std::memcmp(all.p, model.data(), model.size()));
   EXPECT_EQ(ReadBacking(0, model.size()), model);
   // An unaligned read through a std::vector (arbitrary alignment) works too.
   std::vector<std::byte> v(1001);
-  ASSERT_TRUE(media_->Read(12345, v).ok());
+  ASSERT_OK(media_->Read(12345, v));
   EXPECT_TRUE(std::equal(v.begin(), v.end(), model.begin() + 12345));
 }
 
@@ -556,13 +556,13 @@ TEST_F(BlockDeviceMediaTest, DiscardReadsZerosOnLoopDevice) {
   AlignedBuf buf(2 * kMiB);
   auto data = Pattern(buf.size, 31);
   std::memcpy(buf.p, data.data(), data.size());
-  ASSERT_TRUE(media_->Write(16 * kMiB, buf.span()).ok());
-  ASSERT_TRUE(media_->Sync().ok());
+  ASSERT_OK(media_->Write(16 * kMiB, buf.span()));
+  ASSERT_OK(media_->Sync());
   uint64_t allocated = AllocatedBytes(backing_);
 
-  ASSERT_TRUE(media_->Discard(16 * kMiB, 1 * kMiB).ok());
+  ASSERT_OK(media_->Discard(16 * kMiB, 1 * kMiB));
   AlignedBuf got(2 * kMiB);
-  ASSERT_TRUE(media_->Read(16 * kMiB, got.span()).ok());
+  ASSERT_OK(media_->Read(16 * kMiB, got.span()));
   // The Media contract allows old data; a loop device over a file punches a
   // hole in the file, so it reads zeros.
   EXPECT_TRUE(AllZero(got.span().first(1 * kMiB)));
@@ -570,15 +570,15 @@ TEST_F(BlockDeviceMediaTest, DiscardReadsZerosOnLoopDevice) {
   EXPECT_LE(AllocatedBytes(backing_), allocated - 1 * kMiB);
 
   // Unaligned ends: only whole logical blocks inside the range are discarded.
-  ASSERT_TRUE(media_->Discard(17 * kMiB + 100, 8192).ok());
+  ASSERT_OK(media_->Discard(17 * kMiB + 100, 8192));
   std::vector<std::byte> around(8192 + 200);
-  ASSERT_TRUE(media_->Read(17 * kMiB, around).ok());
+  ASSERT_OK(media_->Read(17 * kMiB, around));
   const std::byte* old = data.data() + kMiB;
   EXPECT_TRUE(std::equal(around.begin(), around.begin() + 512, old));
   EXPECT_TRUE(AllZero(std::span(around).subspan(512, 8192 - 512)));
   EXPECT_TRUE(std::equal(around.begin() + 8192, around.end(), old + 8192));
-  EXPECT_TRUE(media_->Discard(0, 0).ok());
-  EXPECT_TRUE(media_->Discard(100, 200).ok());  // no whole block: a no-op
+  EXPECT_OK(media_->Discard(0, 0));
+  EXPECT_OK(media_->Discard(100, 200));  // no whole block: a no-op
 }
 
 TEST_F(BlockDeviceMediaTest, OutOfRange) {
@@ -598,22 +598,22 @@ TEST(MemMediaTest, ZeroFilledReadWriteDiscard) {
   EXPECT_EQ(media->size(), 1 * kMiB);
   EXPECT_EQ(media->Describe(), "memory");
   std::vector<std::byte> got(1 * kMiB, std::byte{9});
-  ASSERT_TRUE(media->Read(0, got).ok());
+  ASSERT_OK(media->Read(0, got));
   EXPECT_TRUE(AllZero(got));
 
   auto data = Pattern(10000, 5);
-  ASSERT_TRUE(media->Write(4097, data).ok());
+  ASSERT_OK(media->Write(4097, data));
   got.resize(data.size());
-  ASSERT_TRUE(media->Read(4097, got).ok());
+  ASSERT_OK(media->Read(4097, got));
   EXPECT_EQ(got, data);
-  ASSERT_TRUE(media->Sync().ok());
+  ASSERT_OK(media->Sync());
 
-  ASSERT_TRUE(media->Discard(8192, 4096).ok());
+  ASSERT_OK(media->Discard(8192, 4096));
   std::vector<std::byte> hole(4096);
-  ASSERT_TRUE(media->Read(8192, hole).ok());
+  ASSERT_OK(media->Read(8192, hole));
   EXPECT_TRUE(AllZero(hole));
   std::vector<std::byte> before(8192 - 4097);
-  ASSERT_TRUE(media->Read(4097, before).ok());
+  ASSERT_OK(media->Read(4097, before));
   EXPECT_TRUE(std::equal(before.begin(), before.end(), data.begin()));
 }
 
@@ -627,7 +627,7 @@ TEST(MemMediaTest, OutOfRange) {
             absl::StatusCode::kOutOfRange);
   EXPECT_EQ(media->Discard(0, 64 * kKiB + 1).code(),
             absl::StatusCode::kOutOfRange);
-  EXPECT_TRUE(media->Read(64 * kKiB, std::span<std::byte>{}).ok());
+  EXPECT_OK(media->Read(64 * kKiB, std::span<std::byte>{}));
 }
 
 TEST(MemMediaTest, ConcurrentAccess) {
@@ -639,8 +639,8 @@ TEST(MemMediaTest, ConcurrentAccess) {
       for (int i = 0; i < 64; ++i) {
         uint64_t off = uint64_t(t * 64 + i) * 4096;
         auto d = Pattern(4096, t * 100 + i);
-        ASSERT_TRUE(media->Write(off, d).ok());
-        ASSERT_TRUE(media->Read(off, got).ok());
+        ASSERT_OK(media->Write(off, d));
+        ASSERT_OK(media->Read(off, got));
         ASSERT_EQ(got, d);
       }
     });

@@ -24,6 +24,7 @@
 
 #include "ftl/pool.h"
 #include "media/fault_media.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -201,9 +202,8 @@ void RunRandomCrashes(int iterations, OpenOptions::Placement placement) {
   auto fault = std::make_shared<FaultMedia>(24 << 20);
   auto open = testing::QuietOpen(true);
   open.placement = placement;
-  auto formatted = Pool::Format(fault, testing::SmallFormat(256 << 10), open);
-  ASSERT_TRUE(formatted.ok()) << formatted.status();
-  std::unique_ptr<Pool> pool = std::move(*formatted);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Pool> pool,
+                       Pool::Format(fault, testing::SmallFormat(256 << 10), open));
   uint64_t size = pool->PrimaryVolume()->size_bytes();
   uint64_t atomic = pool->geometry().max_atomic_bytes;
   Model model(size);
@@ -223,12 +223,12 @@ void RunRandomCrashes(int iterations, OpenOptions::Placement placement) {
 
     fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
     auto reopened = Pool::Open(fault, open);
-    ASSERT_TRUE(reopened.ok()) << "iteration " << it << ": " << reopened.status();
+    ASSERT_OK(reopened) << "iteration " << it;
     pool = std::move(*reopened);
     if (pool->OpenReport().find("rebuilt") != std::string::npos) ++rebuilt;
     std::vector<std::byte> image(size);
     absl::Status rs = pool->PrimaryVolume()->Read(0, image);
-    ASSERT_TRUE(rs.ok()) << "iteration " << it << ": " << rs;
+    ASSERT_OK(rs) << "iteration " << it;
     size_t pending = model.pending();
     long k = model.Match(image);
     ASSERT_GE(k, 0) << "iteration " << it << ": the image is no prefix of the " << pending
@@ -236,7 +236,7 @@ void RunRandomCrashes(int iterations, OpenOptions::Placement placement) {
     total_discarded_units += pending - size_t(k);
     if (it % 100 == 99) {
       auto report = pool->Check(/*verify_data=*/true);
-      ASSERT_TRUE(report.ok()) << report.status();
+      ASSERT_OK(report);
       ASSERT_TRUE(report->problems.empty())
           << "iteration " << it << ": " << report->problems[0] << " (" << pool->OpenReport() << ")";
     }
@@ -278,29 +278,29 @@ TEST(CrashTest, UnalignedWriteOfTheAtomicSizeIsOneRecord) {
     auto open = testing::QuietOpen(/*cleaner=*/false);
     open.auto_checkpoint = false;  // its sync would hide the writes counted here
     auto pool = Pool::Format(fault, testing::SmallFormat(256 << 10), open);
-    ASSERT_TRUE(pool.ok()) << pool.status();
+    ASSERT_OK(pool);
     Volume* v = (*pool)->PrimaryVolume();
     const uint64_t max = (*pool)->geometry().max_atomic_bytes;
     auto old_data = testing::Pattern(1, 0, max + 8192);
-    ASSERT_TRUE(v->Write(0, old_data).ok());
-    ASSERT_TRUE(v->Flush().ok());
+    ASSERT_OK(v->Write(0, old_data));
+    ASSERT_OK(v->Flush());
     // Wherever the log stands in its segment (the fillers move it a block
     // at a time), the write is one media write: never split at a segment end.
     auto filler = testing::Pattern(3, 0, 4096);
     auto new_data = testing::Pattern(2, 1536, max);
     size_t before = 0;
     for (int i = 0; i < 80; ++i) {
-      ASSERT_TRUE(v->Write(max + 4096, filler).ok());
-      ASSERT_TRUE(v->Flush().ok());
+      ASSERT_OK(v->Write(max + 4096, filler));
+      ASSERT_OK(v->Flush());
       if (i == 79) break;  // the last round is the one that crashes
       before = fault->unsynced_writes();
-      ASSERT_TRUE(v->Write(1536, new_data).ok());
+      ASSERT_OK(v->Write(1536, new_data));
       ASSERT_EQ(fault->unsynced_writes() - before, 1u) << "round " << i << ": split";
-      ASSERT_TRUE(v->Write(0, old_data).ok());
-      ASSERT_TRUE(v->Flush().ok());
+      ASSERT_OK(v->Write(0, old_data));
+      ASSERT_OK(v->Flush());
     }
     before = fault->unsynced_writes();
-    ASSERT_TRUE(v->Write(1536, new_data).ok());
+    ASSERT_OK(v->Write(1536, new_data));
     EXPECT_EQ(fault->unsynced_writes() - before, 1u) << "the write took several media writes";
     fault->Crash();
     pool->reset();
@@ -310,9 +310,9 @@ TEST(CrashTest, UnalignedWriteOfTheAtomicSizeIsOneRecord) {
     plan.tear_next = !keep;
     fault->Restart(plan);
     auto reopened = Pool::Open(fault, open);
-    ASSERT_TRUE(reopened.ok()) << reopened.status();
+    ASSERT_OK(reopened);
     std::vector<std::byte> got(max);
-    ASSERT_TRUE((*reopened)->PrimaryVolume()->Read(1536, got).ok());
+    ASSERT_OK((*reopened)->PrimaryVolume()->Read(1536, got));
     if (keep) {
       EXPECT_EQ(got, new_data);
     } else {
@@ -335,12 +335,12 @@ TEST(CrashTest, SplitBatchIsAllOrNothing) {
     open.auto_checkpoint = false;  // its sync would hide the writes counted here
     open.placement = OpenOptions::Placement::kOn;
     auto pool = Pool::Format(fault, testing::SmallFormat(), open);
-    ASSERT_TRUE(pool.ok()) << pool.status();
+    ASSERT_OK(pool);
     const Geometry geo = (*pool)->geometry();
     Volume* v = (*pool)->PrimaryVolume();
     const uint64_t kB = kBlockSize;
-    for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(v->Write(b * kB, testing::Pattern(1, b * kB, kB)).ok());
-    ASSERT_TRUE(v->Flush().ok());
+    for (uint64_t b = 0; b < 32; ++b) ASSERT_OK(v->Write(b * kB, testing::Pattern(1, b * kB, kB)));
+    ASSERT_OK(v->Flush());
     // Placement is on: the first pair is split (the loop only guards
     // against a batch that was not).
     size_t before = 0;
@@ -351,7 +351,7 @@ TEST(CrashTest, SplitBatchIsAllOrNothing) {
       over.push_back(testing::Pattern(3, i * kB, kB));
       absl::BlockingCounter left(2);
       auto done = [&](absl::Status s) {
-        EXPECT_TRUE(s.ok()) << s;
+        EXPECT_OK(s);
         left.DecrementCount();
       };
       before = fault->unsynced_writes();
@@ -370,24 +370,24 @@ TEST(CrashTest, SplitBatchIsAllOrNothing) {
     if (rebuild) {
       const uint64_t slot_blocks = geo.checkpoint_slot_blocks;
       std::vector<std::byte> junk(kB, std::byte{0x5a});
-      ASSERT_TRUE(fault->Write(2 * kB, junk).ok());
-      ASSERT_TRUE(fault->Write((2 + slot_blocks) * kB, junk).ok());
+      ASSERT_OK(fault->Write(2 * kB, junk));
+      ASSERT_OK(fault->Write((2 + slot_blocks) * kB, junk));
     }
     auto reopened = Pool::Open(fault, open);
-    ASSERT_TRUE(reopened.ok()) << reopened.status();
+    ASSERT_OK(reopened);
     Volume* r = (*reopened)->PrimaryVolume();
     std::vector<std::byte> got(kB);
     // The batches before the split one were one record each and survive.
     for (uint64_t i = 0; i < split; ++i) {
-      ASSERT_TRUE(r->Read(i * kB, got).ok());
+      ASSERT_OK(r->Read(i * kB, got));
       EXPECT_EQ(got, over[i]) << "batch " << i;
-      ASSERT_TRUE(r->Read((1000 + i) * kB, got).ok());
+      ASSERT_OK(r->Read((1000 + i) * kB, got));
       EXPECT_EQ(got, fresh[i]) << "batch " << i;
     }
-    ASSERT_TRUE(r->Read(split * kB, got).ok());
+    ASSERT_OK(r->Read(split * kB, got));
     EXPECT_EQ(got, keep_both ? over[split] : testing::Pattern(1, split * kB, kB))
         << (keep_both ? "the joined pair was lost" : "half of a split batch survived");
-    ASSERT_TRUE(r->Read((1000 + split) * kB, got).ok());
+    ASSERT_OK(r->Read((1000 + split) * kB, got));
     EXPECT_EQ(got, keep_both ? fresh[split] : std::vector<std::byte>(kB)) << "the cold part";
     EXPECT_NE((*reopened)->OpenReport().find(rebuild ? "rebuilt" : "rolled forward"), std::string::npos)
         << (*reopened)->OpenReport();

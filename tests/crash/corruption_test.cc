@@ -10,6 +10,7 @@
 
 #include "ftl/pool.h"
 #include "media/fault_media.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -23,9 +24,7 @@ class CorruptionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     media_ = std::make_shared<media::FaultMedia>(32 << 20);
-    auto p = Pool::Format(media_, SmallFormat(), QuietOpen(false));
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Format(media_, SmallFormat(), QuietOpen(false)));
   }
   Volume* vol() { return pool_->PrimaryVolume(); }
   absl::StatusOr<std::unique_ptr<Pool>> Reopen() {
@@ -36,7 +35,7 @@ class CorruptionTest : public ::testing::Test {
   uint64_t FindBlock(const std::vector<std::byte>& block) {
     std::vector<std::byte> buf(1 << 20);
     for (uint64_t off = 0; off < media_->size(); off += buf.size()) {
-      EXPECT_TRUE(media_->Read(off, buf).ok());
+      EXPECT_OK(media_->Read(off, buf));
       for (size_t i = 0; i < buf.size(); i += kBlockSize)
         if (std::memcmp(buf.data() + i, block.data(), kBlockSize) == 0) return off + i;
     }
@@ -45,8 +44,8 @@ class CorruptionTest : public ::testing::Test {
   // Writes `a` then `b` (FUA each: `b`'s record proves `a`'s durable),
   // crashes, and returns the media offset of `a`'s first data block.
   uint64_t TwoDurableWritesThenCrash(const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
-    EXPECT_TRUE(vol()->Write(0, a, /*fua=*/true).ok());
-    EXPECT_TRUE(vol()->Write(1 << 20, b, /*fua=*/true).ok());
+    EXPECT_OK(vol()->Write(0, a, /*fua=*/true));
+    EXPECT_OK(vol()->Write(1 << 20, b, /*fua=*/true));
     pool_.reset();
     uint64_t at = FindBlock(std::vector<std::byte>(a.begin(), a.begin() + 4096));
     EXPECT_NE(at, UINT64_MAX);
@@ -60,15 +59,15 @@ class CorruptionTest : public ::testing::Test {
     if (at == UINT64_MAX) return false;
     media_->FlipBit(at + 100, 3);
     auto p = Pool::Open(media_, QuietOpen(false));
-    EXPECT_TRUE(p.ok()) << p.status();
+    EXPECT_OK(p);
     if (!p.ok()) return false;
     pool_ = std::move(*p);
     return true;
   }
   void Smash(uint64_t offset, size_t len) {
     std::vector<std::byte> junk(len, std::byte{0x5a});
-    ASSERT_TRUE(media_->Write(offset, junk).ok());
-    ASSERT_TRUE(media_->Sync().ok());
+    ASSERT_OK(media_->Write(offset, junk));
+    ASSERT_OK(media_->Sync());
   }
   // Closes the pool uncleanly, smashes both checkpoint slots and reopens:
   // the map must be rebuilt from the log alone.
@@ -78,7 +77,7 @@ class CorruptionTest : public ::testing::Test {
     Smash(2 * kBlockSize, kBlockSize);
     Smash((2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize, kBlockSize);
     auto p = Pool::Open(media_, QuietOpen(false));
-    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_OK(p);
     EXPECT_NE((*p)->OpenReport().find("rebuilt"), std::string::npos) << (*p)->OpenReport();
     *out = std::move(*p);
   }
@@ -88,39 +87,37 @@ class CorruptionTest : public ::testing::Test {
 
 TEST_F(CorruptionTest, FlippedDataBitReadsAsDataLoss) {
   auto data = Pattern(1, 0, 64 << 10);
-  ASSERT_TRUE(vol()->Write(0, data).ok());
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(vol()->Write(0, data));
+  ASSERT_OK(pool_->Close());
   uint64_t at = FindBlock(std::vector<std::byte>(data.begin() + 8192, data.begin() + 12288));
   ASSERT_NE(at, UINT64_MAX);
   media_->FlipBit(at + 100, 3);
-  auto p = Reopen();
-  ASSERT_TRUE(p.ok()) << p.status();
-  pool_ = std::move(*p);
+  ASSERT_OK_AND_ASSIGN(pool_, Reopen());
   std::vector<std::byte> out(64 << 10);
   absl::Status s = vol()->Read(0, out);
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find("block 2"), std::string::npos) << s;
   // The neighbours still read fine, and the pool keeps serving.
   std::vector<std::byte> one(kBlockSize);
-  ASSERT_TRUE(vol()->Read(4096, one).ok());
+  ASSERT_OK(vol()->Read(4096, one));
   EXPECT_EQ(0, std::memcmp(one.data(), data.data() + 4096, kBlockSize));
-  ASSERT_TRUE(vol()->Write(8192, Pattern(2, 8192, 4096)).ok());
-  ASSERT_TRUE(vol()->Read(8192, one).ok());
+  ASSERT_OK(vol()->Write(8192, Pattern(2, 8192, 4096)));
+  ASSERT_OK(vol()->Read(8192, one));
   EXPECT_EQ(one, Pattern(2, 8192, 4096));
   auto report = pool_->Check(true);
-  ASSERT_TRUE(report.ok());
+  ASSERT_OK(report);
   EXPECT_TRUE(report->problems.empty());  // the bad block was overwritten
 }
 
 TEST_F(CorruptionTest, CheckReportsFlippedBit) {
   auto data = Pattern(3, 0, 16 << 10);
-  ASSERT_TRUE(vol()->Write(0, data).ok());
-  ASSERT_TRUE(vol()->Flush().ok());
+  ASSERT_OK(vol()->Write(0, data));
+  ASSERT_OK(vol()->Flush());
   uint64_t at = FindBlock(std::vector<std::byte>(data.begin(), data.begin() + 4096));
   ASSERT_NE(at, UINT64_MAX);
   media_->FlipBit(at, 0);
   auto report = pool_->Check(true);
-  ASSERT_TRUE(report.ok());
+  ASSERT_OK(report);
   // The block, and who reads it (issue 19: losses by volume and LBA).
   ASSERT_EQ(report->problems.size(), 2u);
   EXPECT_NE(report->problems[0].find("fails its checksum"), std::string::npos);
@@ -130,22 +127,22 @@ TEST_F(CorruptionTest, CheckReportsFlippedBit) {
 
 TEST_F(CorruptionTest, BadSuperblockCopyFallsBackToTheOther) {
   auto data = Pattern(4, 0, 32 << 10);
-  ASSERT_TRUE(vol()->Write(0, data).ok());
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(vol()->Write(0, data));
+  ASSERT_OK(pool_->Close());
   pool_.reset();
   for (uint64_t copy : {0, 1}) {
     std::vector<std::byte> saved(kBlockSize);
-    ASSERT_TRUE(media_->Read(copy * kBlockSize, saved).ok());
+    ASSERT_OK(media_->Read(copy * kBlockSize, saved));
     Smash(copy * kBlockSize + 40, 64);  // a torn copy
     auto p = Pool::Open(media_, QuietOpen(false));
-    ASSERT_TRUE(p.ok()) << "copy " << copy << ": " << p.status();
+    ASSERT_OK(p) << "copy " << copy;
     std::vector<std::byte> out(data.size());
-    ASSERT_TRUE((*p)->PrimaryVolume()->Read(0, out).ok());
+    ASSERT_OK((*p)->PrimaryVolume()->Read(0, out));
     EXPECT_EQ(out, data);
-    ASSERT_TRUE((*p)->Close().ok());
+    ASSERT_OK((*p)->Close());
     p->reset();
     // Restore (the reopen rewrote the other copy).
-    ASSERT_TRUE(media_->Write(copy * kBlockSize, saved).ok());
+    ASSERT_OK(media_->Write(copy * kBlockSize, saved));
   }
   Smash(40, 64);
   Smash(kBlockSize + 40, 64);
@@ -156,60 +153,60 @@ TEST_F(CorruptionTest, BadSuperblockCopyFallsBackToTheOther) {
 
 TEST_F(CorruptionTest, BadNewestCheckpointFallsBackToOlderPlusLog) {
   auto a = Pattern(5, 0, 64 << 10), b = Pattern(6, 1 << 20, 64 << 10), c = Pattern(7, 2 << 20, 64 << 10);
-  ASSERT_TRUE(vol()->Write(0, a).ok());
-  ASSERT_TRUE(pool_->Checkpoint().ok());
-  ASSERT_TRUE(vol()->Write(1 << 20, b).ok());
-  ASSERT_TRUE(vol()->Trim(0, 8192).ok());
-  ASSERT_TRUE(pool_->Checkpoint().ok());
-  ASSERT_TRUE(vol()->Write(2 << 20, c).ok());
-  ASSERT_TRUE(vol()->Flush().ok());
+  ASSERT_OK(vol()->Write(0, a));
+  ASSERT_OK(pool_->Checkpoint());
+  ASSERT_OK(vol()->Write(1 << 20, b));
+  ASSERT_OK(vol()->Trim(0, 8192));
+  ASSERT_OK(pool_->Checkpoint());
+  ASSERT_OK(vol()->Write(2 << 20, c));
+  ASSERT_OK(vol()->Flush());
   Geometry g = pool_->geometry();
   pool_.reset();  // crash
   // The newest checkpoint went to the slot the previous one did not use;
   // damage both in turn's newest by checking which one fails to load.
   std::vector<std::byte> s0(kBlockSize), s1(kBlockSize);
   uint64_t slot0 = 2 * kBlockSize, slot1 = (2 + uint64_t(g.checkpoint_slot_blocks)) * kBlockSize;
-  ASSERT_TRUE(media_->Read(slot0, s0).ok());
-  ASSERT_TRUE(media_->Read(slot1, s1).ok());
+  ASSERT_OK(media_->Read(slot0, s0));
+  ASSERT_OK(media_->Read(slot1, s1));
   // Damage slot 0 and slot 1 alternately; either way all data survives.
   for (uint64_t slot : {slot0, slot1}) {
     std::vector<std::byte> saved(64 << 10);
-    ASSERT_TRUE(media_->Read(slot, saved).ok());
+    ASSERT_OK(media_->Read(slot, saved));
     Smash(slot + 200, 100);
     auto p = Pool::Open(media_, QuietOpen(false));
-    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_OK(p);
     Volume* v = (*p)->PrimaryVolume();
     std::vector<std::byte> out(64 << 10);
-    ASSERT_TRUE(v->Read(1 << 20, out).ok());
+    ASSERT_OK(v->Read(1 << 20, out));
     EXPECT_EQ(out, b);
-    ASSERT_TRUE(v->Read(2 << 20, out).ok());
+    ASSERT_OK(v->Read(2 << 20, out));
     EXPECT_EQ(out, c);
-    ASSERT_TRUE(v->Read(0, out).ok());
+    ASSERT_OK(v->Read(0, out));
     auto expect_a = a;
     std::memset(expect_a.data(), 0, 8192);
     EXPECT_EQ(out, expect_a);
     auto rep = (*p)->Check(true);
-    ASSERT_TRUE(rep.ok());
+    ASSERT_OK(rep);
     EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
     p->reset();  // crash again, leave the recovered checkpoints
     // Undo so the next round starts from the same damaged situation.
-    ASSERT_TRUE(media_->Write(slot, saved).ok());
+    ASSERT_OK(media_->Write(slot, saved));
   }
 }
 
 TEST_F(CorruptionTest, NoUsableCheckpointRebuildsFromLog) {
   auto a = Pattern(8, 4096, 200 << 10);
-  ASSERT_TRUE(vol()->Write(4096, a).ok());
-  ASSERT_TRUE(vol()->Write(8192, Pattern(9, 8192, 4096)).ok());  // overwrite one block
-  ASSERT_TRUE(vol()->Flush().ok());
+  ASSERT_OK(vol()->Write(4096, a));
+  ASSERT_OK(vol()->Write(8192, Pattern(9, 8192, 4096)));  // overwrite one block
+  ASSERT_OK(vol()->Flush());
   std::unique_ptr<Pool> p;
   ASSERT_NO_FATAL_FAILURE(RebuildWithoutCheckpoints(&p));
   std::vector<std::byte> out(a.size());
-  ASSERT_TRUE(p->PrimaryVolume()->Read(4096, out).ok());
+  ASSERT_OK(p->PrimaryVolume()->Read(4096, out));
   std::memcpy(a.data() + 4096, Pattern(9, 8192, 4096).data(), 4096);
   EXPECT_EQ(out, a);
   auto rep = p->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
 
@@ -218,27 +215,27 @@ TEST_F(CorruptionTest, NoUsableCheckpointRebuildsFromLog) {
 TEST_F(CorruptionTest, RebuildFromLogReplaysRelocations) {
   const uint64_t kB = kBlockSize, n = 2048;
   std::vector<int> model(n, 1);
-  ASSERT_TRUE(vol()->Write(0, Pattern(1, 0, n * kB)).ok());
+  ASSERT_OK(vol()->Write(0, Pattern(1, 0, n * kB)));
   for (uint64_t b = 0; b < n; b += 2) {
-    ASSERT_TRUE(vol()->Write(b * kB, Pattern(2, b * kB, kB)).ok());
+    ASSERT_OK(vol()->Write(b * kB, Pattern(2, b * kB, kB)));
     model[b] = 2;
   }
-  ASSERT_TRUE(pool_->RunCleaner(pool_->Stats().segments_total).ok());
+  ASSERT_OK(pool_->RunCleaner(pool_->Stats().segments_total));
   ASSERT_GT(pool_->Stats().gc_relocated_bytes, 0u) << "nothing was relocated";
   for (uint64_t b = 1; b < n; b += 64) {
-    ASSERT_TRUE(vol()->Write(b * kB, Pattern(3, b * kB, kB)).ok());
+    ASSERT_OK(vol()->Write(b * kB, Pattern(3, b * kB, kB)));
     model[b] = 3;
   }
-  ASSERT_TRUE(vol()->Flush().ok());
+  ASSERT_OK(vol()->Flush());
   std::unique_ptr<Pool> p;
   ASSERT_NO_FATAL_FAILURE(RebuildWithoutCheckpoints(&p));
   std::vector<std::byte> out(kB);
   for (uint64_t b = 0; b < n; ++b) {
-    ASSERT_TRUE(p->PrimaryVolume()->Read(b * kB, out).ok());
+    ASSERT_OK(p->PrimaryVolume()->Read(b * kB, out));
     ASSERT_EQ(out, Pattern(model[b], b * kB, kB)) << "block " << b;
   }
   auto rep = p->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
 
@@ -265,10 +262,10 @@ class DamagedLastRecordTest : public CorruptionTest,
   // crashes. Returns the new data.
   std::vector<std::byte> WriteAcknowledgedThenCrash(uint64_t tag) {
     auto old_data = Pattern(tag + 100, 0, 64 << 10), new_data = Pattern(tag, 0, 64 << 10);
-    EXPECT_TRUE(vol()->Write(0, old_data).ok());
-    EXPECT_TRUE(vol()->Flush().ok());
-    EXPECT_TRUE(vol()->Write(0, new_data, GetParam()).ok());
-    if (!GetParam()) EXPECT_TRUE(vol()->Flush().ok());
+    EXPECT_OK(vol()->Write(0, old_data));
+    EXPECT_OK(vol()->Flush());
+    EXPECT_OK(vol()->Write(0, new_data, GetParam()));
+    if (!GetParam()) EXPECT_OK(vol()->Flush());
     pool_.reset();  // a crash: nothing after the acknowledgement
     return new_data;
   }
@@ -279,7 +276,7 @@ TEST_P(DamagedLastRecordTest, DataDamageReadsAsErrorNotOldData) {
   ASSERT_TRUE(FlipBitInBlock2AndReopen(new_data));
   std::vector<std::byte> out(4096);
   EXPECT_TRUE(absl::IsDataLoss(vol()->Read(8192, out))) << "the damaged block read without error";
-  ASSERT_TRUE(vol()->Read(0, out).ok());
+  ASSERT_OK(vol()->Read(0, out));
   EXPECT_TRUE(std::equal(out.begin(), out.end(), new_data.begin())) << "an acknowledged block reads old data";
 }
 
@@ -309,29 +306,29 @@ TEST_F(CorruptionTest, AcceptLossOpensWithTheDamagedBlocksAsErrors) {
   auto open = QuietOpen(false);
   open.accept_loss = true;
   auto p = Pool::Open(media_, open);
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   pool_ = std::move(*p);
   std::vector<std::byte> out(4096);
   for (uint64_t off = 0; off < a.size(); off += 4096)
     EXPECT_TRUE(absl::IsDataLoss(vol()->Read(off, out))) << "lost block at " << off << " read: " << vol()->Read(off, out) << " zero=" << (out[0] == std::byte{0} && out[100] == std::byte{0});
   std::vector<std::byte> later(b.size());
-  ASSERT_TRUE(vol()->Read(1 << 20, later).ok());
+  ASSERT_OK(vol()->Read(1 << 20, later));
   EXPECT_TRUE(later == b);
   auto rep = pool_->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   bool listed = false;
   for (const auto& pr : rep->problems) listed |= pr.find("ftl0 blocks 0-3") != std::string::npos;
   EXPECT_TRUE(listed) << (rep->problems.empty() ? "no problems" : rep->problems[0]);
   // The loss is durable: a plain reopen works and still answers EIO.
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(pool_->Close());
   pool_.reset();
   p = Pool::Open(media_, QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   pool_ = std::move(*p);
   EXPECT_TRUE(absl::IsDataLoss(vol()->Read(4096, out)));
-  ASSERT_TRUE(vol()->Write(0, a).ok());  // rewriting heals
+  ASSERT_OK(vol()->Write(0, a));  // rewriting heals
   std::vector<std::byte> back(a.size());
-  ASSERT_TRUE(vol()->Read(0, back).ok());
+  ASSERT_OK(vol()->Read(0, back));
   EXPECT_TRUE(back == a);
 }
 
@@ -339,42 +336,40 @@ TEST_F(CorruptionTest, AcceptLossOfARecordWithoutAHeaderListsItAsUnknown) {
   auto a = Pattern(32, 0, 16 << 10), b = Pattern(33, 1 << 20, 16 << 10);
   // Not the first record of its segment (docs/decisions.md: a damaged
   // magic there hides the segment).
-  ASSERT_TRUE(vol()->Write(2 << 20, Pattern(35, 2 << 20, 4096), /*fua=*/true).ok());
-  ASSERT_TRUE(vol()->Write(0, a, /*fua=*/true).ok());
-  ASSERT_TRUE(vol()->Write(1 << 20, b, /*fua=*/true).ok());
+  ASSERT_OK(vol()->Write(2 << 20, Pattern(35, 2 << 20, 4096), /*fua=*/true));
+  ASSERT_OK(vol()->Write(0, a, /*fua=*/true));
+  ASSERT_OK(vol()->Write(1 << 20, b, /*fua=*/true));
   pool_.reset();
   uint64_t data_at = FindBlock(std::vector<std::byte>(a.begin(), a.begin() + 4096));
   ASSERT_NE(data_at, UINT64_MAX);
   Smash(data_at - kBlockSize, 8);  // the magic: no header at all
   auto open = QuietOpen(false);
   open.accept_loss = true;
-  auto p = Pool::Open(media_, open);
-  ASSERT_TRUE(p.ok()) << p.status();
-  pool_ = std::move(*p);
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, open));
   std::vector<std::byte> later(b.size());
-  ASSERT_TRUE(vol()->Read(1 << 20, later).ok());
+  ASSERT_OK(vol()->Read(1 << 20, later));
   EXPECT_TRUE(later == b);
   auto rep = pool_->Check(false);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   ASSERT_FALSE(rep->problems.empty());
   EXPECT_NE(rep->problems[0].find("unknown"), std::string::npos) << rep->problems[0];
 }
 
 // Issue 19 item 4: redundancy that is gone is reported apart from loss.
 TEST_F(CorruptionTest, CheckReportsADamagedCheckpointSlotAsDegraded) {
-  ASSERT_TRUE(vol()->Write(0, Pattern(34, 0, 64 << 10)).ok());
-  ASSERT_TRUE(pool_->Checkpoint().ok());
-  ASSERT_TRUE(pool_->Checkpoint().ok());
+  ASSERT_OK(vol()->Write(0, Pattern(34, 0, 64 << 10)));
+  ASSERT_OK(pool_->Checkpoint());
+  ASSERT_OK(pool_->Checkpoint());
   Geometry g = pool_->geometry();
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(pool_->Close());
   pool_.reset();
   auto ro = QuietOpen(false);
   ro.read_only = true;
   {
     auto p = Pool::Open(media_, ro);
-    ASSERT_TRUE(p.ok());
+    ASSERT_OK(p);
     auto rep = (*p)->Check(true);
-    ASSERT_TRUE(rep.ok());
+    ASSERT_OK(rep);
     EXPECT_TRUE(rep->problems.empty());
     EXPECT_TRUE(rep->degraded.empty()) << rep->degraded[0];
   }
@@ -383,9 +378,9 @@ TEST_F(CorruptionTest, CheckReportsADamagedCheckpointSlotAsDegraded) {
   for (int slot = 0; slot < 2; ++slot) {
     Smash((2 + uint64_t(slot) * g.checkpoint_slot_blocks) * kBlockSize + 100, 8);
     auto p = Pool::Open(media_, ro);
-    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_OK(p);
     auto rep = (*p)->Check(true);
-    ASSERT_TRUE(rep.ok());
+    ASSERT_OK(rep);
     EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
     ASSERT_FALSE(rep->degraded.empty()) << "slot " << slot;
     EXPECT_NE(rep->degraded[0].find("checkpoint slot"), std::string::npos) << rep->degraded[0];
@@ -394,24 +389,24 @@ TEST_F(CorruptionTest, CheckReportsADamagedCheckpointSlotAsDegraded) {
       // two checkpoints rewrites both slots).
       p->reset();
       auto rw = Pool::Open(media_, QuietOpen(false));
-      ASSERT_TRUE(rw.ok());
-      ASSERT_TRUE((*rw)->Checkpoint().ok());
-      ASSERT_TRUE((*rw)->Checkpoint().ok());
-      ASSERT_TRUE((*rw)->Close().ok());
+      ASSERT_OK(rw);
+      ASSERT_OK((*rw)->Checkpoint());
+      ASSERT_OK((*rw)->Checkpoint());
+      ASSERT_OK((*rw)->Close());
     }
   }
 }
 
 TEST_F(CorruptionTest, CheckReportsADamagedSuperblockCopyAsDegraded) {
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(pool_->Close());
   pool_.reset();
   Smash(kBlockSize + 50, 8);  // copy B
   auto ro = QuietOpen(false);
   ro.read_only = true;
   auto p = Pool::Open(media_, ro);
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   auto rep = (*p)->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->problems.empty());
   ASSERT_FALSE(rep->degraded.empty());
   EXPECT_NE(rep->degraded[0].find("superblock copy"), std::string::npos) << rep->degraded[0];
@@ -421,13 +416,13 @@ TEST_F(CorruptionTest, CheckReportsADamagedSuperblockCopyAsDegraded) {
 // older contents read back (the write was never acknowledged as durable).
 TEST_F(CorruptionTest, DamagedUnflushedTailIsDropped) {
   auto old_data = Pattern(24, 0, 64 << 10), new_data = Pattern(25, 0, 64 << 10);
-  ASSERT_TRUE(vol()->Write(0, old_data).ok());
-  ASSERT_TRUE(vol()->Flush().ok());
-  ASSERT_TRUE(vol()->Write(0, new_data).ok());
+  ASSERT_OK(vol()->Write(0, old_data));
+  ASSERT_OK(vol()->Flush());
+  ASSERT_OK(vol()->Write(0, new_data));
   pool_.reset();
   ASSERT_TRUE(FlipBitInBlock2AndReopen(new_data));
   std::vector<std::byte> out(64 << 10);
-  ASSERT_TRUE(vol()->Read(0, out).ok());
+  ASSERT_OK(vol()->Read(0, out));
   EXPECT_TRUE(out == old_data);
 }
 
@@ -439,7 +434,7 @@ PoolStats FillAndOverwrite(OpenOptions::Placement placement, double hot) {
   auto open = QuietOpen(true);
   open.placement = placement;
   auto p = Pool::Format(media, SmallFormat(256 << 10), open);
-  EXPECT_TRUE(p.ok());
+  EXPECT_OK(p);
   if (!p.ok()) return {};
   Volume* v = (*p)->PrimaryVolume();
   uint64_t size = v->size_bytes();
@@ -464,13 +459,13 @@ PoolStats FillAndOverwrite(OpenOptions::Placement placement, double hot) {
     uint64_t off = (rng() % ((span - len) / 4096)) * 4096;
     auto d = Pattern(++tag, off, len);
     absl::Status s = v->Write(off, d);
-    EXPECT_TRUE(s.ok()) << "after " << written << " bytes: " << s;
+    EXPECT_OK(s) << "after " << written << " bytes";
     if (!s.ok()) return {};
     std::memcpy(&model[off], d.data(), len);
     written += len;
   }
   std::vector<std::byte> out(size);
-  EXPECT_TRUE(v->Read(0, out).ok());
+  EXPECT_OK(v->Read(0, out));
   EXPECT_TRUE(out == model);
   PoolStats st = (*p)->Stats();
   EXPECT_GT(st.gc_segments_cleaned, 0u);
@@ -479,9 +474,9 @@ PoolStats FillAndOverwrite(OpenOptions::Placement placement, double hot) {
               (unsigned long long)st.checkpoint_count);
   // Beyond the logical size: a clean error, and the pool keeps serving.
   EXPECT_TRUE(absl::IsOutOfRange(v->Write(size, Pattern(1, 0, 4096))));
-  EXPECT_TRUE(v->Write(0, Pattern(99, 0, 4096)).ok());
+  EXPECT_OK(v->Write(0, Pattern(99, 0, 4096)));
   auto rep = (*p)->Check(true);
-  EXPECT_TRUE(rep.ok());
+  EXPECT_OK(rep);
   if (rep.ok()) EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
   return st;
 }
@@ -501,7 +496,7 @@ TEST(FullDeviceTest, SkewedOverwritesWithPlacementOnNeverFail) {
 TEST(FullDeviceTest, HaltedCleanerGivesNoSpaceInsteadOfHanging) {
   auto media = NewMemMedia(48 << 20);
   auto p = Pool::Format(media, SmallFormat(256 << 10), QuietOpen(true));
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   Volume* v = (*p)->PrimaryVolume();
   (*p)->HaltCleaner();
   uint64_t size = v->size_bytes();
@@ -513,14 +508,14 @@ TEST(FullDeviceTest, HaltedCleanerGivesNoSpaceInsteadOfHanging) {
   }
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   (*p)->ResumeCleaner();
-  ASSERT_TRUE(v->Write(0, Pattern(1, 0, 65536)).ok());  // serving again
-  ASSERT_TRUE((*p)->Close().ok());
+  ASSERT_OK(v->Write(0, Pattern(1, 0, 65536)));  // serving again
+  ASSERT_OK((*p)->Close());
 }
 
 TEST(FullDeviceTest, NoCleanerGivesNoSpaceInsteadOfHanging) {
   auto media = NewMemMedia(48 << 20);
   auto p = Pool::Format(media, SmallFormat(256 << 10), QuietOpen(/*cleaner=*/false));
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   Volume* v = (*p)->PrimaryVolume();
   uint64_t size = v->size_bytes();
   absl::Status s;
@@ -531,8 +526,8 @@ TEST(FullDeviceTest, NoCleanerGivesNoSpaceInsteadOfHanging) {
   }
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   // An explicit cleaning run makes room again.
-  ASSERT_TRUE((*p)->RunCleaner(20).ok());
-  ASSERT_TRUE(v->Write(0, Pattern(1, 0, 4096)).ok());
+  ASSERT_OK((*p)->RunCleaner(20));
+  ASSERT_OK(v->Write(0, Pattern(1, 0, 4096)));
 }
 
 
@@ -545,9 +540,7 @@ class FullPoolTest : public ::testing::Test {
  protected:
   void FillToTheLastBlock(bool cleaner) {
     media_ = NewMemMedia(48 << 20);
-    auto p = Pool::Format(media_, SmallFormat(256 << 10), QuietOpen(cleaner));
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Format(media_, SmallFormat(256 << 10), QuietOpen(cleaner)));
     // Near 100% use, a running cleaner would keep making a block of room
     // at a time from segments with a few dead blocks: halted, the device
     // answers ENOSPC at once (it stays halted until the test resumes it).
@@ -555,8 +548,8 @@ class FullPoolTest : public ::testing::Test {
     Volume* v = pool_->PrimaryVolume();
     size_ = v->size_bytes();
     for (uint64_t off = 0; off < size_; off += 1 << 20)
-      ASSERT_TRUE(v->Write(off, Pattern(1, off, std::min<uint64_t>(1 << 20, size_ - off))).ok());
-    ASSERT_TRUE(pool_->CreateSnapshot("", "old").ok());
+      ASSERT_OK(v->Write(off, Pattern(1, off, std::min<uint64_t>(1 << 20, size_ - off))));
+    ASSERT_OK(pool_->CreateSnapshot("", "old"));
     // Overwrite until the device is full: big writes first, then single
     // blocks so that the last free block is taken.
     absl::Status s;
@@ -577,43 +570,41 @@ class FullPoolTest : public ::testing::Test {
 TEST_F(FullPoolTest, FreeingOperationsSucceedAndSpaceComesBack) {
   FillToTheLastBlock(/*cleaner=*/true);
   // Trims of snapshot-shared blocks free nothing, but must not fail.
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(vol()->Trim(uint64_t(i) * 8192, 4096, false).ok()) << i;
-  ASSERT_TRUE(vol()->WriteZeroes(1 << 20, 1 << 20, false, /*no_hole=*/false, false).ok());
+  for (int i = 0; i < 50; ++i) ASSERT_OK(vol()->Trim(uint64_t(i) * 8192, 4096, false)) << i;
+  ASSERT_OK(vol()->WriteZeroes(1 << 20, 1 << 20, false, /*no_hole=*/false, false));
   auto act = pool_->ActivateSnapshot("", "old", "old-copy", false);
-  if (act.ok()) ASSERT_TRUE(pool_->DeactivateVolume("old-copy").ok());
-  ASSERT_TRUE(pool_->DeleteSnapshot("", "old", /*force=*/true).ok());
+  if (act.ok()) ASSERT_OK(pool_->DeactivateVolume("old-copy"));
+  ASSERT_OK(pool_->DeleteSnapshot("", "old", /*force=*/true));
   // The old data is garbage now: the cleaner must make room.
   pool_->ResumeCleaner();
-  ASSERT_TRUE(pool_->RunCleaner(8).ok());
+  ASSERT_OK(pool_->RunCleaner(8));
   for (uint64_t off = 0; off < 8 << 20; off += 1 << 20)
-    ASSERT_TRUE(vol()->Write(off, Pattern(4, off, 1 << 20)).ok()) << off;
+    ASSERT_OK(vol()->Write(off, Pattern(4, off, 1 << 20))) << off;
   auto rep = pool_->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
 
 TEST_F(FullPoolTest, FreeingOperationsSucceedAfterARestart) {
   FillToTheLastBlock(/*cleaner=*/true);
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(pool_->Close());
   pool_.reset();
-  auto p = Pool::Open(media_, QuietOpen(false));
-  ASSERT_TRUE(p.ok()) << p.status();
-  pool_ = std::move(*p);
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, QuietOpen(false)));
   EXPECT_TRUE(absl::IsResourceExhausted(vol()->Write(0, Pattern(5, 0, 4096))));
-  ASSERT_TRUE(vol()->Trim(0, 1 << 20, false).ok());
-  ASSERT_TRUE(pool_->DeleteSnapshot("", "old", /*force=*/false).ok());
-  ASSERT_TRUE(pool_->RunCleaner(8).ok());
-  ASSERT_TRUE(vol()->Write(0, Pattern(6, 0, 1 << 20)).ok());
+  ASSERT_OK(vol()->Trim(0, 1 << 20, false));
+  ASSERT_OK(pool_->DeleteSnapshot("", "old", /*force=*/false));
+  ASSERT_OK(pool_->RunCleaner(8));
+  ASSERT_OK(vol()->Write(0, Pattern(6, 0, 1 << 20)));
 }
 
 TEST_F(FullPoolTest, RollbackFreesTooWithoutACleaner) {
   FillToTheLastBlock(/*cleaner=*/false);
-  ASSERT_TRUE(pool_->Rollback("", "old").ok());
-  ASSERT_TRUE(pool_->DeleteSnapshot("", "old", false).ok());
-  ASSERT_TRUE(pool_->RunCleaner(8).ok());
-  ASSERT_TRUE(vol()->Write(0, Pattern(7, 0, 1 << 20)).ok());
+  ASSERT_OK(pool_->Rollback("", "old"));
+  ASSERT_OK(pool_->DeleteSnapshot("", "old", false));
+  ASSERT_OK(pool_->RunCleaner(8));
+  ASSERT_OK(vol()->Write(0, Pattern(7, 0, 1 << 20)));
   std::vector<std::byte> out(4096);
-  ASSERT_TRUE(vol()->Read(2 << 20, out).ok());
+  ASSERT_OK(vol()->Read(2 << 20, out));
   EXPECT_TRUE(out == Pattern(1, 2 << 20, 4096));
 }
 

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_format.h"
 #include "state/map_state.h"
 #include "map_test_util.h"
+#include "status_asserts.h"
 #include "util/checksum.h"
 #include "util/encoding.h"
 
@@ -208,7 +209,7 @@ TEST(CheckpointFormat, LongRunsRoundTripAndOlderLongEntriesAreRefused) {
   std::vector<std::byte> bytes = EncodeCheckpoint(s, uuid, 7);
 
   MapState back(64, 2048);
-  ASSERT_TRUE(DecodeCheckpoint(bytes, uuid, &back).ok());
+  ASSERT_OK(DecodeCheckpoint(bytes, uuid, &back));
   const VolumeMeta* bv = back.FindVolume("v");
   ASSERT_NE(bv, nullptr);
   for (Bno lba : {Bno(0), Bno(65534), Bno(65535), kRun - 1})

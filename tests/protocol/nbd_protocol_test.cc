@@ -28,6 +28,7 @@
 #include "nbd/server.h"
 #include "nbd/transmission.h"
 #include "nbd_test_volume.h"
+#include "status_asserts.h"
 
 namespace ftl::nbd {
 namespace {
@@ -174,7 +175,7 @@ TEST(Handshake, GreetingAndFlags) {
   EXPECT_EQ(GetBe16(&g[16]), kFlagFixedNewstyle | kFlagNoZeroes);
   std::array<std::byte, 4> f{};
   PutBe32(f.data(), 3);
-  ASSERT_TRUE(ParseClientFlags(f).ok());
+  ASSERT_OK(ParseClientFlags(f));
   EXPECT_TRUE(ParseClientFlags(f)->no_zeroes);
   PutBe32(f.data(), 4);
   EXPECT_FALSE(ParseClientFlags(f).ok());
@@ -183,9 +184,9 @@ TEST(Handshake, GreetingAndFlags) {
 class OptionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(exports_.Add({"vol", "the volume", &vol_, false, true}).ok());
-    ASSERT_TRUE(exports_.Add({"", "", &vol_, false, false}).ok());
-    ASSERT_TRUE(exports_.Add({"ro", "", &ro_, true, true}).ok());
+    ASSERT_OK(exports_.Add({"vol", "the volume", &vol_, false, true}));
+    ASSERT_OK(exports_.Add({"", "", &vol_, false, false}));
+    ASSERT_OK(exports_.Add({"ro", "", &ro_, true, true}));
   }
   std::vector<std::byte> Go(std::string_view name, std::vector<uint16_t> items) {
     std::vector<std::byte> d;
@@ -352,11 +353,11 @@ TEST(DaemonExports, ListShowsEveryExportIncludingTheDefault) {
   open.start_cleaner = false;
   open.checkpoint_interval = std::chrono::milliseconds(0);
   auto pool = Pool::Format(NewMemMedia(32 * kMiB), f, open);
-  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_OK(pool);
   DaemonOptions o;
   o.export_name = "disk";
   ExportTable exports;
-  ASSERT_TRUE(FillExports(**pool, o, &exports).ok());
+  ASSERT_OK(FillExports(**pool, o, &exports));
   Negotiation n;
   auto replies = Replies(HandleOption(kOptList, {}, exports, &n).reply);
   std::vector<std::pair<std::string, std::string>> listed;  // (name, description)
@@ -372,7 +373,7 @@ TEST(DaemonExports, ListShowsEveryExportIncludingTheDefault) {
   EXPECT_EQ(listed[0], std::make_pair(std::string("disk"), std::string("ftld volume ftl0")));
   EXPECT_EQ(listed[1],
             std::make_pair(std::string(""), std::string("ftld volume ftl0 (default)")));
-  ASSERT_TRUE((*pool)->Close().ok());
+  ASSERT_OK((*pool)->Close());
 }
 
 TEST(Validate, ErrorsAsTheSpecAsks) {
@@ -426,10 +427,10 @@ TEST(Validate, ErrorsAsTheSpecAsks) {
 TEST(Transmission, BlockStatusMergesAndClips) {
   TestVolume v("v", 4 * kMiB);
   std::vector<std::byte> data(8192, std::byte{1});
-  ASSERT_TRUE(v.Write(0, data, false).ok());
-  ASSERT_TRUE(v.Write(8192, data, false).ok());
+  ASSERT_OK(v.Write(0, data, false));
+  ASSERT_OK(v.Write(8192, data, false));
   auto d = ExecuteBlockStatus(v, {0, kCmdBlockStatus, 1, 0, uint32_t(kMiB)});
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   ASSERT_EQ(d->size(), 2u);
   EXPECT_EQ((*d)[0].length, 16384u);
   EXPECT_EQ((*d)[0].flags, 0u);
@@ -444,7 +445,7 @@ TEST(DaemonOptions, ParsesTheContract) {
                             "--port=1234", "--unix", "/tmp/s", "--export", "disk",
                             "--read-only", "--control", "/tmp/c", "--log-level", "debug",
                             "--placement", "on", "--no-discard", "/data/x.img"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_EQ(*o->size, 1ull << 30);
   EXPECT_TRUE(o->format && o->force && o->read_only && o->tcp_enabled());
   EXPECT_EQ(o->port, 1234);
@@ -453,7 +454,7 @@ TEST(DaemonOptions, ParsesTheContract) {
   EXPECT_EQ(o->placement, "on");
   EXPECT_FALSE(o->discard);
   auto d = ParseDaemonArgs({"/var/lib/pool.img"});
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   EXPECT_EQ(d->control, "/run/ftld/pool.img.sock");
   EXPECT_EQ(d->bind, "127.0.0.1");
   EXPECT_EQ(d->port, 10809);
@@ -513,11 +514,11 @@ TEST(Control, DispatcherNeverThrows) {
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(exports_.Add({"", "", &vol_, false, false}).ok());
+    ASSERT_OK(exports_.Add({"", "", &vol_, false, false}));
     ServerOptions o;
     o.port = 0;
     server_ = std::make_unique<Server>(&exports_, o);
-    ASSERT_TRUE(server_->Listen().ok());
+    ASSERT_OK(server_->Listen());
     server_->Start();
   }
   void TearDown() override {
@@ -651,7 +652,7 @@ TEST_F(ServerTest, OversizeWriteIsDrainedAndTheConnectionLives) {
 TEST_F(ServerTest, StructuredReadAndErrors) {
   int fd = Connect(true);
   std::vector<std::byte> data(4096, std::byte{0x5a});
-  ASSERT_TRUE(vol_.Write(4096, data, false).ok());
+  ASSERT_OK(vol_.Write(4096, data, false));
   SendRequest(fd, {0, kCmdRead, 3, 4096, 4096});
   auto h = Recv(fd, kChunkHeaderSize);
   EXPECT_EQ(GetBe32(h.data()), kStructuredReplyMagic);
@@ -674,20 +675,20 @@ TEST_F(ServerTest, StructuredReadAndErrors) {
 TEST_F(ServerTest, FastZeroWithNoHoleIsNotSupportedRatherThanInvalid) {
   int fd = Connect(false);
   std::vector<std::byte> data(8192, std::byte{0x77});
-  ASSERT_TRUE(vol_.Write(0, data, false).ok());
+  ASSERT_OK(vol_.Write(0, data, false));
   // FAST_ZERO|NO_HOLE: allocated zeros cannot be fast, so ENOTSUP, and
   // nothing changed.
   SendRequest(fd, {kCmdFlagFastZero | kCmdFlagNoHole, kCmdWriteZeroes, 1, 0, 4096});
   EXPECT_EQ(SimpleReply(fd), std::make_pair(kENotSup, uint64_t(1)));
   std::vector<std::byte> got(8192);
-  ASSERT_TRUE(vol_.Read(0, got).ok());
+  ASSERT_OK(vol_.Read(0, got));
   EXPECT_EQ(got, data);
   // Either flag alone works.
   SendRequest(fd, {kCmdFlagNoHole, kCmdWriteZeroes, 2, 0, 4096});
   EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(2)));
   SendRequest(fd, {kCmdFlagFastZero, kCmdWriteZeroes, 3, 4096, 4096});
   EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(3)));
-  ASSERT_TRUE(vol_.Read(0, got).ok());
+  ASSERT_OK(vol_.Read(0, got));
   EXPECT_EQ(got, std::vector<std::byte>(8192));
   ::close(fd);
 }
@@ -699,7 +700,7 @@ TEST_F(ServerTest, ClientsWithoutBlockSizesAreServedByteGranular) {
   int fd = Connect(false);  // NBD_OPT_EXPORT_NAME
   std::vector<std::byte> data(16384);
   for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(uint8_t(i * 7 + 1));
-  ASSERT_TRUE(vol_.Write(0, data, false).ok());
+  ASSERT_OK(vol_.Write(0, data, false));
   SendRequest(fd, {0, kCmdRead, 1, 1, 511});
   EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(1)));
   auto got = Recv(fd, 511);
@@ -717,7 +718,7 @@ TEST_F(ServerTest, ClientsWithoutBlockSizesAreServedByteGranular) {
   SendRequest(fd, {0, kCmdCache, 5, 3, 5});
   EXPECT_EQ(SimpleReply(fd), std::make_pair(0u, uint64_t(5)));
   std::vector<std::byte> now(data.size());
-  ASSERT_TRUE(vol_.Read(0, now).ok());
+  ASSERT_OK(vol_.Read(0, now));
   EXPECT_EQ(now, data);
   // Past the end is still refused.
   SendRequest(fd, {0, kCmdRead, 6, vol_.size_bytes() - 1, 2});

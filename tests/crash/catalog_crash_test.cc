@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "ftl/pool.h"
 #include "media/fault_media.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -277,10 +278,9 @@ TEST(CatalogCrashTest, RandomCrashPointsAgainstModel) {
   if (const char* e = std::getenv("FTL_CATALOG_CRASH_ITERATIONS")) iterations = std::atoi(e);
   auto fault = std::make_shared<FaultMedia>(24 << 20);
   auto open = testing::QuietOpen(true);
-  auto formatted = Pool::Format(fault, testing::SmallFormat(256 << 10), open);
-  ASSERT_TRUE(formatted.ok()) << formatted.status();
-  std::unique_ptr<Pool> pool = std::move(*formatted);
-  ASSERT_TRUE(pool->SetRangeAttr("", kScratch, kScratchLen, RangeAttr::kNonPersistent).ok());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Pool> pool,
+                       Pool::Format(fault, testing::SmallFormat(256 << 10), open));
+  ASSERT_OK(pool->SetRangeAttr("", kScratch, kScratchLen, RangeAttr::kNonPersistent));
   Model model;
   std::mt19937_64 rng(20261122);
   uint64_t counter = 0;
@@ -299,10 +299,10 @@ TEST(CatalogCrashTest, RandomCrashPointsAgainstModel) {
 
     fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
     auto reopened = Pool::Open(fault, open);
-    ASSERT_TRUE(reopened.ok()) << "iteration " << it << ": " << reopened.status();
+    ASSERT_OK(reopened) << "iteration " << it;
     pool = std::move(*reopened);
     auto got = ReadWorld(pool.get(), it);
-    ASSERT_TRUE(got.ok()) << "iteration " << it << ": " << got.status();
+    ASSERT_OK(got) << "iteration " << it;
     size_t pending = model.pending();
     long k = model.Match(*got);
     ASSERT_GE(k, 0) << "iteration " << it << ": the recovered catalogue and images are no prefix "
@@ -311,7 +311,7 @@ TEST(CatalogCrashTest, RandomCrashPointsAgainstModel) {
     lost += pending - size_t(k);
     if (it % 50 == 49) {
       auto report = pool->Check(/*verify_data=*/true);
-      ASSERT_TRUE(report.ok()) << report.status();
+      ASSERT_OK(report);
       ASSERT_TRUE(report->problems.empty()) << "iteration " << it << ": " << report->problems[0];
     }
   }

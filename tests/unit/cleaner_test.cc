@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "status_asserts.h"
 
 namespace ftl::gc {
 namespace {
@@ -204,7 +205,7 @@ TEST(Cleaner, RunUntilCheckpointsPastTheGateAndStopsWithoutProgress) {
   host.set_gate(0);  // every segment held back until a checkpoint
   Cleaner c(&host, {});
   auto n = c.RunUntil(10);
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_GE(host.FreeSegments(), 10u);
   EXPECT_GE(host.checkpoints(), 1u);
   // Freed in groups behind one sync each, not one sync per segment.
@@ -214,7 +215,7 @@ TEST(Cleaner, RunUntilCheckpointsPastTheGateAndStopsWithoutProgress) {
   stuck.set_steal(true);
   Cleaner c2(&stuck, {});
   auto m = c2.RunUntil(90);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   EXPECT_EQ(stuck.FreeSegments(), 3u);
   EXPECT_LE(*m, 100u);
   // Segments that are all live are never cleaned at all.

@@ -17,6 +17,7 @@
 
 #include "ftl/pool.h"
 #include "greedy_sim.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -161,41 +162,41 @@ TEST(Placement, LifespanIsTheMeanOfTheLastWindow) {
 TEST(PlacementPool, PassiveSendsAllUserWritesCold) {
   auto media = NewMemMedia(64 << 20);
   auto pool = Pool::Format(media, testing::SmallFormat(), testing::QuietOpen(false));
-  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_OK(pool);
   Volume* vol = (*pool)->PrimaryVolume();
   const size_t kB = 4096;
   for (uint64_t b = 0; b < 64; ++b) {
     auto data = testing::Pattern(1, b * kB, kB);
-    ASSERT_TRUE(vol->Write(b * kB, data).ok());
+    ASSERT_OK(vol->Write(b * kB, data));
   }
   PoolStats s = (*pool)->Stats();
   EXPECT_EQ(s.user_write_bytes, 64 * kB);
   EXPECT_EQ(s.user_hot_write_bytes, 0u);
   for (uint64_t b = 0; b < 16; ++b) {
     auto data = testing::Pattern(2, b * kB, kB);
-    ASSERT_TRUE(vol->Write(b * kB, data).ok());
+    ASSERT_OK(vol->Write(b * kB, data));
   }
   s = (*pool)->Stats();
   EXPECT_EQ(s.user_hot_write_bytes, 0u);
   std::vector<std::byte> got(kB);
   for (uint64_t b = 0; b < 64; ++b) {
-    ASSERT_TRUE(vol->Read(b * kB, got).ok());
+    ASSERT_OK(vol->Read(b * kB, got));
     EXPECT_EQ(got, testing::Pattern(b < 16 ? 2 : 1, b * kB, kB)) << "block " << b;
   }
   auto check = (*pool)->Check(true);
-  ASSERT_TRUE(check.ok());
+  ASSERT_OK(check);
   EXPECT_TRUE(check->problems.empty()) << check->problems[0];
-  ASSERT_TRUE((*pool)->Close().ok());
+  ASSERT_OK((*pool)->Close());
   auto again = Pool::Open(media, testing::QuietOpen(false));
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   for (uint64_t b = 0; b < 64; ++b) {
-    ASSERT_TRUE((*again)->PrimaryVolume()->Read(b * kB, got).ok());
+    ASSERT_OK((*again)->PrimaryVolume()->Read(b * kB, got));
     EXPECT_EQ(got, testing::Pattern(b < 16 ? 2 : 1, b * kB, kB)) << "block " << b;
   }
   auto check2 = (*again)->Check(true);
-  ASSERT_TRUE(check2.ok());
+  ASSERT_OK(check2);
   EXPECT_TRUE(check2->problems.empty()) << check2->problems[0];
-  ASSERT_TRUE((*again)->Close().ok());
+  ASSERT_OK((*again)->Close());
 }
 
 // Random 4 KiB overwrites in batches of 32 on a pool filled to 70%: with
@@ -208,13 +209,13 @@ PoolStats RunSkewed(double hot_fraction, std::vector<uint8_t>* model, Volume** v
   FormatOptions f = testing::SmallFormat();
   f.over_provision = 0.05;
   auto probe = Pool::Format(media, f, testing::QuietOpen());
-  EXPECT_TRUE(probe.ok());
+  EXPECT_OK(probe);
   const Geometry geo = (*probe)->geometry();
-  EXPECT_TRUE((*probe)->Close().ok());
+  EXPECT_OK((*probe)->Close());
   const uint64_t blocks = uint64_t(0.7 * geo.segment_count * geo.segment_blocks);
   f.volume_bytes = blocks * 4096;
   auto pool = Pool::Format(media, f, testing::QuietOpen());
-  EXPECT_TRUE(pool.ok());
+  EXPECT_OK(pool);
   Volume* vol = (*pool)->PrimaryVolume();
   model->assign(blocks, 0);
   std::mt19937_64 rng(7);
@@ -228,7 +229,7 @@ PoolStats RunSkewed(double hot_fraction, std::vector<uint8_t>* model, Volume** v
       (*model)[b] = tag;
       std::fill(bufs[i].begin(), bufs[i].end(), std::byte(tag));
       ws.push_back({b * 4096, bufs[i], false, [&](absl::Status s) {
-                      EXPECT_TRUE(s.ok()) << s;
+                      EXPECT_OK(s);
                       left.DecrementCount();
                     }});
     }
@@ -259,7 +260,7 @@ PoolStats RunSkewed(double hot_fraction, std::vector<uint8_t>* model, Volume** v
 void ExpectModel(Volume* vol, const std::vector<uint8_t>& model) {
   std::vector<std::byte> got(4096);
   for (uint64_t b = 0; b < model.size(); ++b) {
-    ASSERT_TRUE(vol->Read(b * 4096, got).ok());
+    ASSERT_OK(vol->Read(b * 4096, got));
     ASSERT_EQ(got[0], std::byte(model[b])) << "block " << b;
     ASSERT_EQ(got[4095], std::byte(model[b])) << "block " << b;
   }
@@ -273,14 +274,14 @@ TEST(PlacementPool, SkewedWritesGoHotUniformOnesStayPassive) {
   EXPECT_GT(skewed.user_hot_write_bytes, skewed.user_write_bytes / 2);
   ExpectModel(vol, model);
   auto check = pool->Check(false);
-  ASSERT_TRUE(check.ok());
+  ASSERT_OK(check);
   EXPECT_TRUE(check->problems.empty()) << check->problems[0];
-  ASSERT_TRUE(pool->Close().ok());
+  ASSERT_OK(pool->Close());
 
   PoolStats uniform = RunSkewed(0.2, &model, &vol, &pool);
   EXPECT_LT(uniform.user_hot_write_bytes, uniform.user_write_bytes / 4);
   ExpectModel(vol, model);
-  ASSERT_TRUE(pool->Close().ok());
+  ASSERT_OK(pool->Close());
 }
 
 // The cleaner model on a small geometry: with 80% of the writes to 20% of
@@ -339,17 +340,18 @@ TEST(PlacementPool, ModeOffNeverSeparatesModeOnAlways) {
     auto open = testing::QuietOpen(false);
     open.placement = mode;
     auto pool = Pool::Format(media, testing::SmallFormat(), open);
-    ASSERT_TRUE(pool.ok()) << pool.status();
+    ASSERT_OK(pool);
     Volume* vol = (*pool)->PrimaryVolume();
     const size_t kB = 4096;
     for (int round = 1; round <= 2; ++round)
-      for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(vol->Write(b * kB, testing::Pattern(round, b * kB, kB)).ok());
+      for (uint64_t b = 0; b < 32; ++b)
+        ASSERT_OK(vol->Write(b * kB, testing::Pattern(round, b * kB, kB)));
     const uint64_t hot = (*pool)->Stats().user_hot_write_bytes;
     if (mode == OpenOptions::Placement::kOff) EXPECT_EQ(hot, 0u);
     else EXPECT_EQ(hot, 32 * kB);  // every overwrite, before any hot segment was cleaned
     std::vector<std::byte> got(kB);
     for (uint64_t b = 0; b < 32; ++b) {
-      ASSERT_TRUE(vol->Read(b * kB, got).ok());
+      ASSERT_OK(vol->Read(b * kB, got));
       EXPECT_EQ(got, testing::Pattern(2, b * kB, kB));
     }
   }

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "status_asserts.h"
+
 namespace ftl::media {
 namespace {
 
@@ -26,7 +28,7 @@ std::vector<std::byte> Fill(size_t n, int value) {
 std::vector<std::byte> ReadAll(FaultMedia& m, uint64_t offset, size_t n) {
   std::vector<std::byte> out(n);
   absl::Status s = m.Read(offset, out);
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_OK(s);
   return out;
 }
 
@@ -56,24 +58,24 @@ TEST(FaultMediaTest, FreshMediaIsZeroWithZeroCounters) {
 
 TEST(FaultMediaTest, WritesAreVisibleBeforeSyncAndCounted) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 1)).ok());
-  ASSERT_TRUE(m.Write(kBlock, Fill(100, 2)).ok());
+  ASSERT_OK(m.Write(0, Fill(kBlock, 1)));
+  ASSERT_OK(m.Write(kBlock, Fill(100, 2)));
   EXPECT_EQ(ReadAll(m, 0, kBlock), Fill(kBlock, 1));
   EXPECT_EQ(ReadAll(m, kBlock, 100), Fill(100, 2));
   EXPECT_EQ(m.unsynced_writes(), 2u);
   EXPECT_EQ(m.writes(), 2u);
   EXPECT_EQ(m.bytes_written(), kBlock + 100);
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Sync());
   EXPECT_EQ(m.unsynced_writes(), 0u);
   EXPECT_EQ(m.syncs(), 1u);
 }
 
 TEST(FaultMediaTest, DropAllLosesUnsyncedKeepsSynced) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 0xa1)).ok());
-  ASSERT_TRUE(m.Sync().ok());
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 0xb2)).ok());  // overwrite, unsynced
-  ASSERT_TRUE(m.Write(8 * kBlock, Fill(kBlock, 0xc3)).ok());  // new, unsynced
+  ASSERT_OK(m.Write(0, Fill(kBlock, 0xa1)));
+  ASSERT_OK(m.Sync());
+  ASSERT_OK(m.Write(0, Fill(kBlock, 0xb2)));  // overwrite, unsynced
+  ASSERT_OK(m.Write(8 * kBlock, Fill(kBlock, 0xc3)));  // new, unsynced
   m.Crash();
   EXPECT_TRUE(m.crashed());
   m.Restart(Plan(Mode::kDropAll));
@@ -83,8 +85,8 @@ TEST(FaultMediaTest, DropAllLosesUnsyncedKeepsSynced) {
   std::fill_n(want.begin(), kBlock, std::byte{0xa1});
   EXPECT_EQ(Image(m), want);
   // The device works normally after Restart.
-  ASSERT_TRUE(m.Write(kBlock, Fill(kBlock, 0xd4)).ok());
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Write(kBlock, Fill(kBlock, 0xd4)));
+  ASSERT_OK(m.Sync());
   m.Crash();
   m.Restart(Plan(Mode::kDropAll));
   EXPECT_EQ(ReadAll(m, kBlock, kBlock), Fill(kBlock, 0xd4));
@@ -93,13 +95,13 @@ TEST(FaultMediaTest, DropAllLosesUnsyncedKeepsSynced) {
 TEST(FaultMediaTest, KeepPrefixKeepsExactlyThePrefixInIssueOrder) {
   for (size_t keep = 0; keep <= 6; ++keep) {
     FaultMedia m(kSize);
-    ASSERT_TRUE(m.Write(0, Fill(6 * kBlock, 0xee)).ok());
-    ASSERT_TRUE(m.Sync().ok());
+    ASSERT_OK(m.Write(0, Fill(6 * kBlock, 0xee)));
+    ASSERT_OK(m.Sync());
     // Writes 0..4 go to blocks 0..4 with value i+1; write 5 overwrites block 0.
     for (int i = 0; i < 5; ++i) {
-      ASSERT_TRUE(m.Write(i * kBlock, Fill(kBlock, i + 1)).ok());
+      ASSERT_OK(m.Write(i * kBlock, Fill(kBlock, i + 1)));
     }
-    ASSERT_TRUE(m.Write(0, Fill(kBlock, 0x66)).ok());
+    ASSERT_OK(m.Write(0, Fill(kBlock, 0x66)));
     ASSERT_EQ(m.unsynced_writes(), 6u);
     m.Crash();
     m.Restart(Plan(Mode::kKeepPrefix, keep));
@@ -117,12 +119,12 @@ TEST(FaultMediaTest, KeepPrefixKeepsExactlyThePrefixInIssueOrder) {
 // whose every 512-byte sector holds a distinct non-zero value, then a second
 // unsynced write elsewhere; crashes and restarts with `plan`.
 void TornWriteScenario(FaultMedia& m, const CrashPlan& plan) {
-  ASSERT_TRUE(m.Write(0, Fill(64 * 1024, 0xaa)).ok());
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Write(0, Fill(64 * 1024, 0xaa)));
+  ASSERT_OK(m.Sync());
   std::vector<std::byte> fresh(64 * 1024);
   for (size_t i = 0; i < fresh.size(); ++i) fresh[i] = std::byte(1 + i / 512);
-  ASSERT_TRUE(m.Write(0, fresh).ok());
-  ASSERT_TRUE(m.Write(128 * 1024, Fill(kBlock, 0x77)).ok());
+  ASSERT_OK(m.Write(0, fresh));
+  ASSERT_OK(m.Write(128 * 1024, Fill(kBlock, 0x77)));
   m.Crash();
   m.Restart(plan);
 }
@@ -160,9 +162,9 @@ TEST(FaultMediaTest, TearIsDeterministicForASeed) {
 
 TEST(FaultMediaTest, TearNextTearsTheFirstWriteAfterTheKeptPrefix) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 0x11)).ok());            // kept
-  ASSERT_TRUE(m.Write(kBlock, Fill(32 * kBlock, 0x22)).ok());  // torn
-  ASSERT_TRUE(m.Write(64 * kBlock, Fill(kBlock, 0x33)).ok());  // dropped
+  ASSERT_OK(m.Write(0, Fill(kBlock, 0x11)));            // kept
+  ASSERT_OK(m.Write(kBlock, Fill(32 * kBlock, 0x22)));  // torn
+  ASSERT_OK(m.Write(64 * kBlock, Fill(kBlock, 0x33)));  // dropped
   m.Crash();
   m.Restart(Plan(Mode::kKeepPrefix, 1, true, 3));
   EXPECT_EQ(ReadAll(m, 0, kBlock), Fill(kBlock, 0x11));
@@ -186,7 +188,7 @@ TEST(FaultMediaTest, KeepRandomIsDeterministicPerSeedAndKeepsWholeWrites) {
   auto run = [](uint64_t seed, double p) {
     auto m = std::make_unique<FaultMedia>(kSize);
     for (int i = 0; i < 64; ++i) {
-      EXPECT_TRUE(m->Write(i * kBlock, Fill(kBlock, i + 1)).ok());
+      EXPECT_OK(m->Write(i * kBlock, Fill(kBlock, i + 1)));
     }
     m->Crash();
     CrashPlan plan = Plan(Mode::kKeepRandom, 0, false, seed);
@@ -218,11 +220,11 @@ TEST(FaultMediaTest, KeepRandomIsDeterministicPerSeedAndKeepsWholeWrites) {
 
 TEST(FaultMediaTest, InjectedReadFailures) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(4 * kBlock, 5)).ok());
+  ASSERT_OK(m.Write(0, Fill(4 * kBlock, 5)));
   m.FailReads(kBlock, kBlock);
   std::vector<std::byte> ok_buf(kBlock);
-  EXPECT_TRUE(m.Read(0, ok_buf).ok());
-  EXPECT_TRUE(m.Read(2 * kBlock, ok_buf).ok());
+  EXPECT_OK(m.Read(0, ok_buf));
+  EXPECT_OK(m.Read(2 * kBlock, ok_buf));
   std::vector<std::byte> buf(kBlock);
   for (uint64_t off : {kBlock, kBlock - 1, 2 * kBlock - 1}) {
     absl::Status s = m.Read(off, buf);
@@ -231,7 +233,7 @@ TEST(FaultMediaTest, InjectedReadFailures) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(std::to_string(off)));
   }
   // Writes are unaffected by read failures.
-  EXPECT_TRUE(m.Write(kBlock, Fill(kBlock, 6)).ok());
+  EXPECT_OK(m.Write(kBlock, Fill(kBlock, 6)));
   m.ClearFailures();
   EXPECT_EQ(ReadAll(m, kBlock, kBlock), Fill(kBlock, 6));
 }
@@ -249,39 +251,39 @@ TEST(FaultMediaTest, InjectedWriteFailuresChangeNothing) {
   EXPECT_EQ(m.bytes_written(), 0u);
   EXPECT_EQ(m.unsynced_writes(), 0u);
   EXPECT_EQ(Image(m), Fill(kSize, 0));
-  EXPECT_TRUE(m.Write(0, Fill(kBlock, 9)).ok());  // outside the range
+  EXPECT_OK(m.Write(0, Fill(kBlock, 9)));  // outside the range
   std::vector<std::byte> buf(kBlock);
-  EXPECT_TRUE(m.Read(2 * kBlock, buf).ok());
+  EXPECT_OK(m.Read(2 * kBlock, buf));
   m.ClearFailures();
-  EXPECT_TRUE(m.Write(2 * kBlock, Fill(kBlock, 9)).ok());
+  EXPECT_OK(m.Write(2 * kBlock, Fill(kBlock, 9)));
 }
 
 TEST(FaultMediaTest, FailNthWrite) {
   FaultMedia m(kSize);
   m.FailNthWrite(3);
-  EXPECT_TRUE(m.Write(0, Fill(kBlock, 1)).ok());
-  EXPECT_TRUE(m.Write(kBlock, Fill(kBlock, 2)).ok());
+  EXPECT_OK(m.Write(0, Fill(kBlock, 1)));
+  EXPECT_OK(m.Write(kBlock, Fill(kBlock, 2)));
   absl::Status s = m.Write(2 * kBlock, Fill(kBlock, 3));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(s.message()), HasSubstr("injected I/O error"));
-  EXPECT_TRUE(m.Write(3 * kBlock, Fill(kBlock, 4)).ok());  // only the 3rd fails
+  EXPECT_OK(m.Write(3 * kBlock, Fill(kBlock, 4)));  // only the 3rd fails
   EXPECT_EQ(ReadAll(m, 2 * kBlock, kBlock), Fill(kBlock, 0));
   EXPECT_EQ(m.writes(), 3u);
   EXPECT_EQ(m.unsynced_writes(), 3u);
 
   m.FailNthWrite(1);
   EXPECT_FALSE(m.Write(0, Fill(kBlock, 5)).ok());
-  EXPECT_TRUE(m.Write(0, Fill(kBlock, 5)).ok());
+  EXPECT_OK(m.Write(0, Fill(kBlock, 5)));
 
   m.FailNthWrite(2);
   m.FailNthWrite(0);  // cancels
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(m.Write(0, Fill(kBlock, i)).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_OK(m.Write(0, Fill(kBlock, i)));
 }
 
 TEST(FaultMediaTest, FlipBitIsVisibleAndDurable) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 0x0f)).ok());
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Write(0, Fill(kBlock, 0x0f)));
+  ASSERT_OK(m.Sync());
   m.FlipBit(10, 7);
   EXPECT_EQ(ReadAll(m, 10, 1)[0], std::byte{0x8f});
   EXPECT_EQ(ReadAll(m, 9, 1)[0], std::byte{0x0f});
@@ -290,10 +292,10 @@ TEST(FaultMediaTest, FlipBitIsVisibleAndDurable) {
   EXPECT_EQ(ReadAll(m, 10, 1)[0], std::byte{0x8f});
 
   // A flip in bytes covered by an unsynced write survives its Sync.
-  ASSERT_TRUE(m.Write(kBlock, Fill(kBlock, 0x01)).ok());
+  ASSERT_OK(m.Write(kBlock, Fill(kBlock, 0x01)));
   m.FlipBit(kBlock + 5, 0);
   EXPECT_EQ(ReadAll(m, kBlock + 5, 1)[0], std::byte{0x00});
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Sync());
   m.Crash();
   m.Restart(Plan(Mode::kDropAll));
   EXPECT_EQ(ReadAll(m, kBlock + 5, 1)[0], std::byte{0x00});
@@ -302,9 +304,9 @@ TEST(FaultMediaTest, FlipBitIsVisibleAndDurable) {
 
 TEST(FaultMediaTest, CallsAfterCrashFailUnavailableAndChangeNothing) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 0x10)).ok());
-  ASSERT_TRUE(m.Sync().ok());
-  ASSERT_TRUE(m.Write(0, Fill(kBlock, 0x20)).ok());  // unsynced
+  ASSERT_OK(m.Write(0, Fill(kBlock, 0x10)));
+  ASSERT_OK(m.Sync());
+  ASSERT_OK(m.Write(0, Fill(kBlock, 0x20)));  // unsynced
   m.Crash();
   std::vector<std::byte> buf(kBlock);
   EXPECT_EQ(m.Read(0, buf).code(), absl::StatusCode::kUnavailable);
@@ -328,16 +330,16 @@ TEST(FaultMediaTest, CallsAfterCrashFailUnavailableAndChangeNothing) {
 
 TEST(FaultMediaTest, DiscardZeroesAndIsLostLikeAWrite) {
   FaultMedia m(kSize);
-  ASSERT_TRUE(m.Write(0, Fill(2 * kBlock, 0x44)).ok());
-  ASSERT_TRUE(m.Sync().ok());
-  ASSERT_TRUE(m.Discard(0, kBlock).ok());
+  ASSERT_OK(m.Write(0, Fill(2 * kBlock, 0x44)));
+  ASSERT_OK(m.Sync());
+  ASSERT_OK(m.Discard(0, kBlock));
   EXPECT_EQ(ReadAll(m, 0, kBlock), Fill(kBlock, 0));
   EXPECT_EQ(m.unsynced_writes(), 1u);
   m.Crash();
   m.Restart(Plan(Mode::kDropAll));
   EXPECT_EQ(ReadAll(m, 0, 2 * kBlock), Fill(2 * kBlock, 0x44));
-  ASSERT_TRUE(m.Discard(kBlock, kBlock).ok());
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Discard(kBlock, kBlock));
+  ASSERT_OK(m.Sync());
   m.Crash();
   m.Restart(Plan(Mode::kDropAll));
   EXPECT_EQ(ReadAll(m, kBlock, kBlock), Fill(kBlock, 0));
@@ -363,16 +365,15 @@ TEST(FaultMediaTest, ConcurrentWritersAndSyncs) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 32; ++i) {
-        ASSERT_TRUE(
-            m.Write(uint64_t(t * 32 + i) * kBlock, Fill(kBlock, t + 1)).ok());
+        ASSERT_OK(m.Write(uint64_t(t * 32 + i) * kBlock, Fill(kBlock, t + 1)));
         if (i % 8 == 7) {
-          ASSERT_TRUE(m.Sync().ok());
+          ASSERT_OK(m.Sync());
         }
       }
     });
   }
   for (auto& th : threads) th.join();
-  ASSERT_TRUE(m.Sync().ok());
+  ASSERT_OK(m.Sync());
   m.Crash();
   m.Restart(Plan(Mode::kDropAll));
   EXPECT_EQ(m.writes(), 128u);

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "ftl/pool.h"
 #include "media/fault_media.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -26,26 +27,22 @@ class RangeOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     mem_ = NewMemMedia(64 << 20);
-    auto p = Pool::Format(mem_, SmallFormat(), QuietOpen());
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Format(mem_, SmallFormat(), QuietOpen()));
     v_ = pool_->PrimaryVolume();
   }
   void Reopen(bool clean) {
-    if (clean) ASSERT_TRUE(pool_->Close().ok());
+    if (clean) ASSERT_OK(pool_->Close());
     pool_.reset();
-    auto p = Pool::Open(mem_, QuietOpen());
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(mem_, QuietOpen()));
     v_ = pool_->PrimaryVolume();
   }
   void Put(uint64_t tag, uint64_t off, size_t len, Volume* v = nullptr) {
-    ASSERT_TRUE((v ? v : v_)->Write(off, Pattern(tag, off, len)).ok());
+    ASSERT_OK((v ? v : v_)->Write(off, Pattern(tag, off, len)));
   }
   // The block at `at` holds what write `tag` put at `from`.
   std::vector<std::byte> Get(uint64_t off, size_t len, Volume* v = nullptr) {
     std::vector<std::byte> got(len);
-    EXPECT_TRUE((v ? v : v_)->Read(off, got).ok());
+    EXPECT_OK((v ? v : v_)->Read(off, got));
     return got;
   }
   static RangeOp Op(RangeOp::Kind k, uint64_t src, uint64_t dst, uint64_t len,
@@ -67,7 +64,7 @@ class RangeOpsTest : public ::testing::Test {
 TEST_F(RangeOpsTest, CloneSharesUntilWritten) {
   Put(1, 0, 64 * kB);
   uint64_t live = pool_->Stats().live_bytes;
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 1 << 20, 64 * kB)}).ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 1 << 20, 64 * kB)}));
   EXPECT_EQ(Get(1 << 20, 64 * kB), Pattern(1, 0, 64 * kB));
   EXPECT_EQ(pool_->Stats().live_bytes, live);  // counted once
   // A write to the clone breaks sharing for that block only.
@@ -79,11 +76,11 @@ TEST_F(RangeOpsTest, CloneSharesUntilWritten) {
   Put(3, 5 * kB, kB);
   EXPECT_EQ(Get((1 << 20) + 5 * kB, kB), Pattern(1, 5 * kB, kB));
   // Freeing the last references lets the cleaner reclaim the data.
-  ASSERT_TRUE(v_->Trim(0, 64 * kB).ok());
-  ASSERT_TRUE(v_->Trim(1 << 20, 64 * kB).ok());
+  ASSERT_OK(v_->Trim(0, 64 * kB));
+  ASSERT_OK(v_->Trim(1 << 20, 64 * kB));
   EXPECT_EQ(pool_->Stats().live_bytes, 0u);
   auto rep = pool_->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
 
@@ -94,8 +91,7 @@ TEST_F(RangeOpsTest, CloneSharesUntilWritten) {
 TEST_F(RangeOpsTest, RandomFirstWritesToACloneRegrowOneExtent) {
   constexpr uint64_t kBlocks = 2048;
   Put(1, 0, kBlocks * kB);
-  ASSERT_TRUE(
-      pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, kBlocks * kB, kBlocks * kB)}).ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, kBlocks * kB, kBlocks * kB)}));
   std::vector<uint64_t> order(kBlocks);
   for (uint64_t i = 0; i < kBlocks; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(9));
@@ -105,7 +101,7 @@ TEST_F(RangeOpsTest, RandomFirstWritesToACloneRegrowOneExtent) {
     for (uint64_t b = 0; b < kBlocks; b += 97)
       EXPECT_EQ(Get((kBlocks + b) * kB, kB), Pattern(2, (kBlocks + b) * kB, kB));
     auto rep = pool_->Check(true);
-    EXPECT_TRUE(rep.ok()) << rep.status();
+    EXPECT_OK(rep);
     if (!rep.ok()) return uint64_t(0);
     EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
     return rep->extents;
@@ -121,29 +117,28 @@ TEST_F(RangeOpsTest, RandomFirstWritesToACloneRegrowOneExtent) {
 
 TEST_F(RangeOpsTest, MoveIncludingOverlap) {
   Put(1, 0, 16 * kB);
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 0, 100 * kB, 16 * kB)}).ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 0, 100 * kB, 16 * kB)}));
   EXPECT_EQ(Get(100 * kB, 16 * kB), Pattern(1, 0, 16 * kB));
   EXPECT_EQ(Get(0, 16 * kB), std::vector<std::byte>(16 * kB));
   // Overlapping move forward by 4 blocks: [100,116) -> [104,120).
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 100 * kB, 104 * kB, 16 * kB)}).ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 100 * kB, 104 * kB, 16 * kB)}));
   EXPECT_EQ(Get(104 * kB, 16 * kB), Pattern(1, 0, 16 * kB));
   EXPECT_EQ(Get(100 * kB, 4 * kB), std::vector<std::byte>(4 * kB));
   // And backward by 8: [104,120) -> [96,112).
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 104 * kB, 96 * kB, 16 * kB)}).ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 104 * kB, 96 * kB, 16 * kB)}));
   EXPECT_EQ(Get(96 * kB, 16 * kB), Pattern(1, 0, 16 * kB));
   EXPECT_EQ(Get(112 * kB, 8 * kB), std::vector<std::byte>(8 * kB));
   auto rep = pool_->Check(true);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
 }
 
 TEST_F(RangeOpsTest, CrossVolumeCloneFromSnapshot) {
   Put(1, 0, 32 * kB);
-  ASSERT_TRUE(pool_->CreateSnapshot("", "snap").ok());
+  ASSERT_OK(pool_->CreateSnapshot("", "snap"));
   Put(2, 0, 32 * kB);
   // Restore blocks 8..15 from the snapshot into the live volume.
-  ASSERT_TRUE(
-      pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 8 * kB, 8 * kB, 8 * kB, "@snap")}).ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 8 * kB, 8 * kB, 8 * kB, "@snap")}));
   EXPECT_EQ(Get(8 * kB, 8 * kB), Pattern(1, 8 * kB, 8 * kB));
   EXPECT_EQ(Get(0, 8 * kB), Pattern(2, 0, 8 * kB));
   // Snapshots are never a destination, nor a move source.
@@ -151,8 +146,8 @@ TEST_F(RangeOpsTest, CrossVolumeCloneFromSnapshot) {
   EXPECT_FALSE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 0, 0, kB, "ftl0@snap")}).ok());
   // Into an activated volume.
   auto act = pool_->ActivateSnapshot("", "snap", "act", false);
-  ASSERT_TRUE(act.ok());
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 0, 4 * kB, "", "act")}).ok());
+  ASSERT_OK(act);
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 0, 4 * kB, "", "act")}));
   EXPECT_EQ(Get(0, 4 * kB, *act), Pattern(2, 0, 4 * kB));
   EXPECT_EQ(Get(4 * kB, 4 * kB, *act), Pattern(1, 4 * kB, 4 * kB));
 }
@@ -190,7 +185,7 @@ TEST_F(RangeOpsTest, BatchIsAppliedInOrderAndSurvivesReopen) {
   std::vector<RangeOp> swap = {Op(RangeOp::Kind::kMove, 0, 128 * kB, 4 * kB),
                                Op(RangeOp::Kind::kMove, 64 * kB, 0, 4 * kB),
                                Op(RangeOp::Kind::kMove, 128 * kB, 64 * kB, 4 * kB)};
-  ASSERT_TRUE(pool_->ApplyRangeOps(swap).ok());
+  ASSERT_OK(pool_->ApplyRangeOps(swap));
   auto check = [&] {
     EXPECT_EQ(Get(0, 4 * kB), Pattern(2, 64 * kB, 4 * kB));
     EXPECT_EQ(Get(64 * kB, 4 * kB), Pattern(1, 0, 4 * kB));
@@ -206,9 +201,8 @@ TEST_F(RangeOpsTest, BatchIsAppliedInOrderAndSurvivesReopen) {
 TEST_F(RangeOpsTest, MergeByVbaIdentity) {
   const uint64_t n = 8 * kB;
   Put(1, 0, n);  // base at 0
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 64 * kB, n),
-                                    Op(RangeOp::Kind::kClone, 0, 128 * kB, n)})
-                  .ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 0, 64 * kB, n),
+                                  Op(RangeOp::Kind::kClone, 0, 128 * kB, n)}));
   Put(2, 64 * kB + 1 * kB, kB);   // source A changes block 1
   Put(3, 128 * kB + 2 * kB, kB);  // source B changes block 2
   Put(4, 64 * kB + 5 * kB, kB);   // both change block 5 differently
@@ -220,13 +214,13 @@ TEST_F(RangeOpsTest, MergeByVbaIdentity) {
   m.sources = {64 * kB, 128 * kB};
   m.policy = MergePolicy::kFail;
   auto r = pool_->Merge(m);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_FALSE(r->applied);
   EXPECT_EQ(r->conflicts, std::vector<uint64_t>{5 * kB});
   EXPECT_EQ(Get(256 * kB, n), std::vector<std::byte>(n));  // nothing changed
   m.policy = MergePolicy::kLast;
   r = pool_->Merge(m);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_TRUE(r->applied);
   EXPECT_EQ(Get(256 * kB, kB), Pattern(1, 0, kB));
   EXPECT_EQ(Get(257 * kB, kB), Pattern(2, 65 * kB, kB));
@@ -236,7 +230,7 @@ TEST_F(RangeOpsTest, MergeByVbaIdentity) {
   m.dst = 0;
   m.policy = MergePolicy::kFirst;
   r = pool_->Merge(m);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(Get(5 * kB, kB), Pattern(4, 69 * kB, kB));
   EXPECT_EQ(Get(1 * kB, kB), Pattern(2, 65 * kB, kB));
   EXPECT_EQ(Get(0, kB), Pattern(1, 0, kB));
@@ -247,7 +241,7 @@ TEST_F(RangeOpsTest, MergeByVbaIdentity) {
 
 TEST_F(RangeOpsTest, ImmutableRangesRefuseChanges) {
   Put(1, 0, 16 * kB);
-  ASSERT_TRUE(pool_->SetRangeAttr("", 4 * kB, 4 * kB, RangeAttr::kImmutable).ok());
+  ASSERT_OK(pool_->SetRangeAttr("", 4 * kB, 4 * kB, RangeAttr::kImmutable));
   EXPECT_TRUE(absl::IsPermissionDenied(v_->Write(4 * kB, Pattern(2, 4 * kB, kB))));
   EXPECT_TRUE(absl::IsPermissionDenied(v_->Write(6 * kB + 512, Pattern(2, 0, 512))));
   EXPECT_TRUE(absl::IsPermissionDenied(v_->Trim(0, 16 * kB)));
@@ -257,28 +251,28 @@ TEST_F(RangeOpsTest, ImmutableRangesRefuseChanges) {
   EXPECT_TRUE(absl::IsPermissionDenied(
       pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, 4 * kB, 64 * kB, kB)})));
   // Outside the range writes work; cloning *from* it is fine.
-  EXPECT_TRUE(v_->Write(8 * kB, Pattern(3, 8 * kB, kB)).ok());
-  EXPECT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 4 * kB, 64 * kB, kB)}).ok());
+  EXPECT_OK(v_->Write(8 * kB, Pattern(3, 8 * kB, kB)));
+  EXPECT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kClone, 4 * kB, 64 * kB, kB)}));
   EXPECT_EQ(Get(4 * kB, 4 * kB), Pattern(1, 4 * kB, 4 * kB));
   Reopen(false);
   EXPECT_TRUE(absl::IsPermissionDenied(v_->Write(4 * kB, Pattern(2, 4 * kB, kB))));
   auto attrs = pool_->RangeAttrs("");
-  ASSERT_TRUE(attrs.ok());
+  ASSERT_OK(attrs);
   ASSERT_EQ(attrs->size(), 1u);
   EXPECT_EQ((*attrs)[0].offset, 4 * kB);
   EXPECT_TRUE((*attrs)[0].immutable);
-  ASSERT_TRUE(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kMutable).ok());
-  EXPECT_TRUE(v_->Write(4 * kB, Pattern(2, 4 * kB, kB)).ok());
+  ASSERT_OK(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kMutable));
+  EXPECT_OK(v_->Write(4 * kB, Pattern(2, 4 * kB, kB)));
   EXPECT_TRUE(pool_->RangeAttrs("")->empty());
   EXPECT_FALSE(pool_->SetRangeAttr("", 0, v_->size_bytes() + kB, RangeAttr::kImmutable).ok());
   EXPECT_FALSE(pool_->SetRangeAttr("", 100, kB, RangeAttr::kImmutable).ok());
 }
 
 TEST_F(RangeOpsTest, ImmutableAndNonPersistentAreExclusive) {
-  ASSERT_TRUE(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kImmutable).ok());
-  ASSERT_TRUE(pool_->SetRangeAttr("", 64 * kB, 16 * kB, RangeAttr::kNonPersistent).ok());
+  ASSERT_OK(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kImmutable));
+  ASSERT_OK(pool_->SetRangeAttr("", 64 * kB, 16 * kB, RangeAttr::kNonPersistent));
   auto before = pool_->RangeAttrs("");
-  ASSERT_TRUE(before.ok());
+  ASSERT_OK(before);
   // Overlapping the other attribute, anywhere, is refused and changes nothing.
   absl::Status st = pool_->SetRangeAttr("", 8 * kB, 16 * kB, RangeAttr::kNonPersistent);
   EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
@@ -289,7 +283,7 @@ TEST_F(RangeOpsTest, ImmutableAndNonPersistentAreExclusive) {
   EXPECT_TRUE(absl::IsFailedPrecondition(
       pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kImmutable)));
   auto after = pool_->RangeAttrs("");
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   ASSERT_EQ(after->size(), before->size());
   for (size_t i = 0; i < after->size(); ++i) {
     EXPECT_EQ((*after)[i].offset, (*before)[i].offset);
@@ -299,28 +293,28 @@ TEST_F(RangeOpsTest, ImmutableAndNonPersistentAreExclusive) {
   }
   // Setting one again where it already is, adjacent ranges, and clearing
   // either (an old pool may hold both) are fine.
-  EXPECT_TRUE(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kImmutable).ok());
-  EXPECT_TRUE(pool_->SetRangeAttr("", 16 * kB, 48 * kB, RangeAttr::kNonPersistent).ok());
-  EXPECT_TRUE(pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kMutable).ok());
-  EXPECT_TRUE(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kNonPersistent).ok());
-  EXPECT_TRUE(pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kPersistent).ok());
-  EXPECT_TRUE(pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kImmutable).ok());
+  EXPECT_OK(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kImmutable));
+  EXPECT_OK(pool_->SetRangeAttr("", 16 * kB, 48 * kB, RangeAttr::kNonPersistent));
+  EXPECT_OK(pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kMutable));
+  EXPECT_OK(pool_->SetRangeAttr("", 0, 16 * kB, RangeAttr::kNonPersistent));
+  EXPECT_OK(pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kPersistent));
+  EXPECT_OK(pool_->SetRangeAttr("", 0, 128 * kB, RangeAttr::kImmutable));
   // The "immutable" data of a range both immutable and non-persistent
   // would vanish in a crash; with the refusal that cannot happen.
   Put(7, 256 * kB, 16 * kB);
-  ASSERT_TRUE(pool_->SetRangeAttr("", 256 * kB, 16 * kB, RangeAttr::kImmutable).ok());
+  ASSERT_OK(pool_->SetRangeAttr("", 256 * kB, 16 * kB, RangeAttr::kImmutable));
   EXPECT_FALSE(pool_->SetRangeAttr("", 256 * kB, 16 * kB, RangeAttr::kNonPersistent).ok());
-  ASSERT_TRUE(v_->Flush().ok());
+  ASSERT_OK(v_->Flush());
   Reopen(false);
   EXPECT_EQ(Get(256 * kB, 16 * kB), Pattern(7, 256 * kB, 16 * kB));
 }
 
 TEST_F(RangeOpsTest, NonPersistentDroppedByCrashKeptByCleanRestart) {
   const uint64_t scratch = 1 << 20;
-  ASSERT_TRUE(pool_->SetRangeAttr("", scratch, 1 << 20, RangeAttr::kNonPersistent).ok());
+  ASSERT_OK(pool_->SetRangeAttr("", scratch, 1 << 20, RangeAttr::kNonPersistent));
   Put(1, scratch, 64 * kB);
   Put(2, 0, 8 * kB);
-  ASSERT_TRUE(v_->Flush().ok());
+  ASSERT_OK(v_->Flush());
   Reopen(true);
   EXPECT_EQ(Get(scratch, 64 * kB), Pattern(1, scratch, 64 * kB));
   Reopen(false);  // a crash: scratch content is gone, the rest stays
@@ -328,7 +322,7 @@ TEST_F(RangeOpsTest, NonPersistentDroppedByCrashKeptByCleanRestart) {
   EXPECT_EQ(Get(0, 8 * kB), Pattern(2, 0, 8 * kB));
   // The attribute itself stays.
   auto attrs = pool_->RangeAttrs("");
-  ASSERT_TRUE(attrs.ok());
+  ASSERT_OK(attrs);
   ASSERT_EQ(attrs->size(), 1u);
   EXPECT_TRUE((*attrs)[0].non_persistent);
 }
@@ -337,17 +331,16 @@ TEST_F(RangeOpsTest, AtomicCommitFromScratch) {
   // The doublewrite-free recipe: write to scratch, commit with one batch of
   // moves; a crash before the commit leaves the old content and no scratch.
   const uint64_t scratch = 2 << 20;
-  ASSERT_TRUE(pool_->SetRangeAttr("", scratch, 1 << 20, RangeAttr::kNonPersistent).ok());
+  ASSERT_OK(pool_->SetRangeAttr("", scratch, 1 << 20, RangeAttr::kNonPersistent));
   Put(1, 0, 64 * kB);
   Put(2, scratch, 16 * kB);
-  ASSERT_TRUE(v_->Flush().ok());
+  ASSERT_OK(v_->Flush());
   Reopen(false);  // crash before commit
   EXPECT_EQ(Get(0, 64 * kB), Pattern(1, 0, 64 * kB));
   EXPECT_EQ(Get(scratch, 16 * kB), std::vector<std::byte>(16 * kB));
   Put(3, scratch, 16 * kB);
-  ASSERT_TRUE(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, scratch, 0, 8 * kB),
-                                    Op(RangeOp::Kind::kMove, scratch + 8 * kB, 32 * kB, 8 * kB)})
-                  .ok());
+  ASSERT_OK(pool_->ApplyRangeOps({Op(RangeOp::Kind::kMove, scratch, 0, 8 * kB),
+                                  Op(RangeOp::Kind::kMove, scratch + 8 * kB, 32 * kB, 8 * kB)}));
   Reopen(false);  // crash after commit, no flush by the writer
   EXPECT_EQ(Get(0, 8 * kB), Pattern(3, scratch, 8 * kB));
   EXPECT_EQ(Get(32 * kB, 8 * kB), Pattern(3, scratch + 8 * kB, 8 * kB));
@@ -384,14 +377,14 @@ TEST_F(RangeOpsTest, ConcurrentOpsAreGroupCommitted) {
 TEST(RangeOpsGroupCommitTest, ConcurrentCallersEachDurableAndAtomic) {
   auto fault = std::make_shared<media::FaultMedia>(64 << 20);
   auto p = Pool::Format(fault, testing::SmallFormat(), testing::QuietOpen());
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   std::unique_ptr<Pool> pool = std::move(*p);
   Volume* v = pool->PrimaryVolume();
   constexpr uint64_t kSrcBlocks = 64, kThreads = 8, kCalls = 100;
   const uint64_t a0 = 4 << 20, b0 = 12 << 20;  // destinations of each call's two clones
   ASSERT_GE(v->size_bytes(), b0 + kThreads * kCalls * kB);
-  ASSERT_TRUE(v->Write(0, testing::Pattern(7, 0, kSrcBlocks * kB)).ok());
-  ASSERT_TRUE(v->Flush().ok());
+  ASSERT_OK(v->Write(0, testing::Pattern(7, 0, kSrcBlocks * kB)));
+  ASSERT_OK(v->Flush());
   const uint64_t seq0 = pool->Stats().next_seq;
   std::atomic<int> failures{0};
   std::vector<std::thread> ts;
@@ -420,13 +413,13 @@ TEST(RangeOpsGroupCommitTest, ConcurrentCallersEachDurableAndAtomic) {
   pool.reset();
   fault->Restart(media::CrashPlan{});  // kDropAll
   p = Pool::Open(fault, testing::QuietOpen());
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   pool = std::move(*p);
   v = pool->PrimaryVolume();
   for (uint64_t n = 0; n < kThreads * kCalls; ++n) {
     std::vector<std::byte> a(kB), b(kB);
-    ASSERT_TRUE(v->Read(a0 + n * kB, a).ok());
-    ASSERT_TRUE(v->Read(b0 + n * kB, b).ok());
+    ASSERT_OK(v->Read(a0 + n * kB, a));
+    ASSERT_OK(v->Read(b0 + n * kB, b));
     ASSERT_EQ(a, testing::Pattern(7, (n % kSrcBlocks) * kB, kB)) << "call " << n;
     ASSERT_EQ(b, testing::Pattern(7, ((n + 1) % kSrcBlocks) * kB, kB)) << "call " << n;
   }
@@ -438,13 +431,13 @@ TEST(RangeOpsGroupCommitTest, ConcurrentCallersEachDurableAndAtomic) {
 TEST(RangeOpsGroupCommitTest, AsyncCallsShareRecordsAndAreDurableWhenAcknowledged) {
   auto fault = std::make_shared<media::FaultMedia>(64 << 20);
   auto p = Pool::Format(fault, testing::SmallFormat(), testing::QuietOpen());
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   std::unique_ptr<Pool> pool = std::move(*p);
   Volume* v = pool->PrimaryVolume();
   constexpr uint64_t kSrcBlocks = 64, kCalls = 2000;
   const uint64_t d0 = 4 << 20;
-  ASSERT_TRUE(v->Write(0, testing::Pattern(9, 0, kSrcBlocks * kB)).ok());
-  ASSERT_TRUE(v->Flush().ok());
+  ASSERT_OK(v->Write(0, testing::Pattern(9, 0, kSrcBlocks * kB)));
+  ASSERT_OK(v->Flush());
   const uint64_t seq0 = pool->Stats().next_seq;
   absl::Mutex mu;
   uint64_t done = 0, failed = 0;
@@ -469,12 +462,12 @@ TEST(RangeOpsGroupCommitTest, AsyncCallsShareRecordsAndAreDurableWhenAcknowledge
   pool.reset();
   fault->Restart(media::CrashPlan{});
   p = Pool::Open(fault, testing::QuietOpen());
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   pool = std::move(*p);
   v = pool->PrimaryVolume();
   for (uint64_t n = 0; n < kCalls; ++n) {
     std::vector<std::byte> got(kB);
-    ASSERT_TRUE(v->Read(d0 + n * kB, got).ok());
+    ASSERT_OK(v->Read(d0 + n * kB, got));
     ASSERT_EQ(got, testing::Pattern(9, (n % kSrcBlocks) * kB, kB)) << "call " << n;
   }
 }

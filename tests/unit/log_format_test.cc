@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "log/segment_reader.h"
+#include "status_asserts.h"
 #include "util/checksum.h"
 
 namespace ftl::log {
@@ -42,7 +43,7 @@ TEST(LogFormat, RecordHeaderRoundTrip) {
   EXPECT_EQ(h.data_blocks, 4u);
   EXPECT_EQ(PeekHeaderBlocks(buf), 1);
   auto d = DecodeRecordHeader(buf);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->seq, 42u);
   EXPECT_EQ(d->durable_seq, 40u);
   EXPECT_EQ(d->uuid, h.uuid);
@@ -58,7 +59,7 @@ TEST(LogFormat, RecordHeaderRoundTrip) {
   h.joined = true;
   EncodeRecordHeader(h, buf);
   d = DecodeRecordHeader(buf);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_TRUE(d->joined);
 }
 
@@ -80,7 +81,7 @@ TEST(LogFormat, RelocPacksWhenItCanAndRoundTripsEitherWay) {
     EncodeRecordHeader(h, buf);
     EXPECT_EQ(h.header_blocks, HeaderBlocksFor(want_payload));
     auto d = DecodeRecordHeader(std::span(buf).first(h.header_blocks * kBlock));
-    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_OK(d);
     ASSERT_EQ(d->ops.size(), 1u);
     ASSERT_EQ(d->ops[0].type, OpType::kReloc);
     const auto& got = d->ops[0].reloc.blocks;
@@ -116,7 +117,7 @@ TEST(LogFormat, RelocPacksWhenItCanAndRoundTripsEitherWay) {
   std::vector<std::byte> buf(kBlock);
   EncodeRecordHeader(h, buf);
   auto d = DecodeRecordHeader(buf);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   ASSERT_EQ(d->ops.size(), 3u);
   EXPECT_EQ(d->ops[2].reloc.blocks[2].data_seq, one_vol[2].data_seq);
   EXPECT_EQ(d->ops[1].trim.count, 12u);
@@ -142,7 +143,7 @@ TEST(LogFormat, NoteOpsRoundTrip) {
   EncodeRecordHeader(h, buf);
   EXPECT_EQ(h.data_blocks, 0u);
   auto d = DecodeRecordHeader(buf);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   ASSERT_EQ(d->ops.size(), 5u);
   EXPECT_EQ(d->ops[0].tree.name, "hourly-1");
   EXPECT_EQ(d->ops[0].tree.time_ns, 123456789u);
@@ -172,7 +173,7 @@ TEST(LogFormat, MultiBlockHeader) {
   EXPECT_EQ(h.header_blocks, 3);
   EXPECT_TRUE(absl::IsOutOfRange(DecodeRecordHeader(std::span(buf).subspan(0, kBlock)).status()));
   auto d = DecodeRecordHeader(std::span(buf).subspan(0, 3 * kBlock));
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->ops[0].write.vba.size(), 1500u);
 }
 
@@ -207,7 +208,7 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
   auto enc = EncodeSuperblock(sb);
   ASSERT_EQ(enc.size(), kBlock);
   auto d = DecodeSuperblock(enc);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->generation, 9u);
   EXPECT_EQ(d->slots[1].xxh3, 7u);
   EXPECT_EQ(d->primary_name, "vol");
@@ -216,7 +217,7 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
   bad[30] ^= std::byte{1};
   EXPECT_TRUE(absl::IsDataLoss(DecodeSuperblock(bad).status()));
   sb.format_version = 1;  // older formats still open
-  EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(sb)).ok());
+  EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb)));
   sb.format_version = 0;
   EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
   sb.format_version = kFormatVersion + 1;

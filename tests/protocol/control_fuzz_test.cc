@@ -19,6 +19,7 @@
 #include "ftl/pool.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl::control {
@@ -33,13 +34,10 @@ using ftl::testing::SmallFormat;
 class ControlFuzzTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto p = Pool::Format(NewMemMedia(64 << 20), SmallFormat(), QuietOpen());
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Format(NewMemMedia(64 << 20), SmallFormat(), QuietOpen()));
     Volume* v = pool_->PrimaryVolume();
-    ASSERT_TRUE(exports_.Add({.name = "ftl0", .description = "primary", .volume = v}).ok());
-    ASSERT_TRUE(
-        exports_.Add({.name = "", .description = "default", .volume = v, .listed = false}).ok());
+    ASSERT_OK(exports_.Add({.name = "ftl0", .description = "primary", .volume = v}));
+    ASSERT_OK(exports_.Add({.name = "", .description = "default", .volume = v, .listed = false}));
     ServerOptions so;
     so.bind = "";
     so.worker_threads = 1;
@@ -56,7 +54,7 @@ class ControlFuzzTest : public ::testing::Test {
   void TearDown() override {
     server_.reset();
     if (pool_) {
-      EXPECT_TRUE(pool_->Close().ok());
+      EXPECT_OK(pool_->Close());
     }
   }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "status_asserts.h"
 #include "util/checksum.h"
 #include "util/encoding.h"
 #include "util/size_parse.h"
@@ -169,7 +170,7 @@ TEST(ParseSizeTest, AcceptsUnits) {
   };
   for (const auto& c : cases) {
     auto got = ParseSize(c.text);
-    ASSERT_TRUE(got.ok()) << c.text << ": " << got.status();
+    ASSERT_OK(got) << c.text;
     EXPECT_EQ(*got, c.want) << c.text;
   }
 }
@@ -208,7 +209,7 @@ TEST(FormatSizeTest, RoundTripsThroughParseForWholeUnits) {
     // "7.0 MiB" -> "7MiB"
     std::string compact = s.substr(0, s.find('.')) + s.substr(s.find(' ') + 1);
     auto parsed = ParseSize(compact);
-    ASSERT_TRUE(parsed.ok()) << compact;
+    ASSERT_OK(parsed) << compact;
     EXPECT_EQ(*parsed, v);
   }
 }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "log/log_format.h"
+#include "status_asserts.h"
 #include "test_util.h"
 
 namespace ftl {
@@ -26,24 +27,20 @@ class PoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     media_ = NewMemMedia(64 << 20);
-    auto p = Pool::Format(media_, SmallFormat(), QuietOpen());
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Format(media_, SmallFormat(), QuietOpen()));
     vol_ = pool_->PrimaryVolume();
     ASSERT_NE(vol_, nullptr);
   }
   void Reopen(bool clean = true) {
-    if (clean) ASSERT_TRUE(pool_->Close().ok());
+    if (clean) ASSERT_OK(pool_->Close());
     pool_.reset();
-    auto p = Pool::Open(media_, QuietOpen());
-    ASSERT_TRUE(p.ok()) << p.status();
-    pool_ = std::move(*p);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, QuietOpen()));
     vol_ = pool_->PrimaryVolume();
   }
   std::vector<std::byte> ReadBack(uint64_t off, size_t len) {
     std::vector<std::byte> out(len);
     absl::Status s = vol_->Read(off, out);
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     return out;
   }
   std::shared_ptr<Media> media_;
@@ -60,16 +57,16 @@ TEST_F(PoolTest, FreshVolumeReadsZeros) {
 
 TEST_F(PoolTest, WriteReadAligned) {
   auto data = Pattern(1, 8192, 64 << 10);
-  ASSERT_TRUE(vol_->Write(8192, data).ok());
+  ASSERT_OK(vol_->Write(8192, data));
   EXPECT_EQ(ReadBack(8192, data.size()), data);
   EXPECT_EQ(ReadBack(0, 8192), std::vector<std::byte>(8192));
 }
 
 TEST_F(PoolTest, SubBlockWritesAreReadModifyWrite) {
   auto a = Pattern(1, 0, 16384);
-  ASSERT_TRUE(vol_->Write(0, a).ok());
+  ASSERT_OK(vol_->Write(0, a));
   auto b = Pattern(2, 1536, 512 * 7);
-  ASSERT_TRUE(vol_->Write(1536, b).ok());
+  ASSERT_OK(vol_->Write(1536, b));
   auto expect = a;
   std::memcpy(expect.data() + 1536, b.data(), b.size());
   EXPECT_EQ(ReadBack(0, 16384), expect);
@@ -80,7 +77,7 @@ TEST_F(PoolTest, SubBlockWritesAreReadModifyWrite) {
 
 TEST_F(PoolTest, LargeWriteSplitsAtAtomicSize) {
   auto data = Pattern(3, 0, 5 << 20);
-  ASSERT_TRUE(vol_->Write(1 << 20, data).ok());
+  ASSERT_OK(vol_->Write(1 << 20, data));
   EXPECT_EQ(ReadBack(1 << 20, data.size()), data);
   EXPECT_GE(pool_->geometry().max_atomic_bytes, 64u << 10);
 }
@@ -95,7 +92,7 @@ TEST_F(PoolTest, RangeErrors) {
   EXPECT_TRUE(absl::IsOutOfRange(vol_->WriteZeroes(size, 4096)));
   EXPECT_TRUE(absl::IsInvalidArgument(vol_->BlockStatus(size, 4096).status()));
   // Still serving.
-  ASSERT_TRUE(vol_->Write(0, buf).ok());
+  ASSERT_OK(vol_->Write(0, buf));
 }
 
 // Offsets and lengths are byte-granular (NBD clients that negotiated no
@@ -122,16 +119,16 @@ TEST_F(PoolTest, ByteGranularRequestsMatchAModel) {
       case 0:
       case 1: {
         auto data = Pattern(++tag, off, len);
-        ASSERT_TRUE(vol_->Write(off, data, rng() % 8 == 0).ok()) << off << "+" << len;
+        ASSERT_OK(vol_->Write(off, data, rng() % 8 == 0)) << off << "+" << len;
         std::memcpy(model.data() + off, data.data(), len);
         break;
       }
       case 2:
-        ASSERT_TRUE(vol_->WriteZeroes(off, len, false, rng() % 2).ok()) << off << "+" << len;
+        ASSERT_OK(vol_->WriteZeroes(off, len, false, rng() % 2)) << off << "+" << len;
         std::memset(model.data() + off, 0, len);
         break;
       case 3: {
-        ASSERT_TRUE(vol_->Trim(off, len).ok()) << off << "+" << len;
+        ASSERT_OK(vol_->Trim(off, len)) << off << "+" << len;
         uint64_t first = (off + kBlockSize - 1) / kBlockSize * kBlockSize;
         uint64_t end = (off + len) / kBlockSize * kBlockSize;
         if (first < end) std::memset(model.data() + first, 0, end - first);
@@ -140,7 +137,7 @@ TEST_F(PoolTest, ByteGranularRequestsMatchAModel) {
     }
     if (i % 40 == 0) {
       auto bs = vol_->BlockStatus(off, len);
-      ASSERT_TRUE(bs.ok()) << bs.status();
+      ASSERT_OK(bs);
       ASSERT_FALSE(bs->empty());
       EXPECT_EQ(bs->front().offset, off);
       EXPECT_EQ(bs->back().offset + bs->back().length, off + len);
@@ -155,9 +152,9 @@ TEST_F(PoolTest, ByteGranularRequestsMatchAModel) {
   check("after the requests");
   Reopen(true);
   check("after a clean reopen");
-  ASSERT_TRUE(vol_->Write(3, Pattern(7, 3, 5)).ok());
+  ASSERT_OK(vol_->Write(3, Pattern(7, 3, 5)));
   std::memcpy(model.data() + 3, Pattern(7, 3, 5).data(), 5);
-  ASSERT_TRUE(vol_->Flush().ok());
+  ASSERT_OK(vol_->Flush());
   Reopen(false);
   check("after recovery");
 }
@@ -170,7 +167,7 @@ TEST_F(PoolTest, ConcurrentSubSectorWritesToOneBlockKeepBoth) {
     ts.emplace_back([this, t] {
       for (int i = 0; i < 200; ++i) {
         std::vector<std::byte> b(7, std::byte(uint8_t(16 * t + i % 16)));
-        ASSERT_TRUE(vol_->Write(100 + 10 * t, b).ok());
+        ASSERT_OK(vol_->Write(100 + 10 * t, b));
       }
     });
   }
@@ -185,14 +182,14 @@ TEST_F(PoolTest, ConcurrentSubSectorWritesToOneBlockKeepBoth) {
 
 TEST_F(PoolTest, TrimAndBlockStatus) {
   auto data = Pattern(4, 0, 1 << 20);
-  ASSERT_TRUE(vol_->Write(0, data).ok());
-  ASSERT_TRUE(vol_->Trim(256 << 10, 256 << 10).ok());
+  ASSERT_OK(vol_->Write(0, data));
+  ASSERT_OK(vol_->Trim(256 << 10, 256 << 10));
   auto got = ReadBack(0, 1 << 20);
   EXPECT_EQ(0, std::memcmp(got.data(), data.data(), 256 << 10));
   EXPECT_EQ(std::vector<std::byte>(got.begin() + (256 << 10), got.begin() + (512 << 10)),
             std::vector<std::byte>(256 << 10));
   auto bs = vol_->BlockStatus(0, 2 << 20);
-  ASSERT_TRUE(bs.ok());
+  ASSERT_OK(bs);
   ASSERT_EQ(bs->size(), 4u);
   EXPECT_TRUE((*bs)[0].allocated);
   EXPECT_EQ((*bs)[0].length, 256u << 10);
@@ -204,39 +201,39 @@ TEST_F(PoolTest, TrimAndBlockStatus) {
 
 TEST_F(PoolTest, WriteZeroesPartialAndNoHole) {
   auto data = Pattern(5, 0, 64 << 10);
-  ASSERT_TRUE(vol_->Write(0, data).ok());
-  ASSERT_TRUE(vol_->WriteZeroes(1024, 19968).ok());
+  ASSERT_OK(vol_->Write(0, data));
+  ASSERT_OK(vol_->WriteZeroes(1024, 19968));
   auto expect = data;
   std::memset(expect.data() + 1024, 0, 19968);
   EXPECT_EQ(ReadBack(0, 64 << 10), expect);
-  ASSERT_TRUE(vol_->WriteZeroes(32768, 8192, false, /*no_hole=*/true).ok());
+  ASSERT_OK(vol_->WriteZeroes(32768, 8192, false, /*no_hole=*/true));
   std::memset(expect.data() + 32768, 0, 8192);
   EXPECT_EQ(ReadBack(0, 64 << 10), expect);
   auto bs = vol_->BlockStatus(32768, 8192);
-  ASSERT_TRUE(bs.ok());
+  ASSERT_OK(bs);
   EXPECT_TRUE((*bs)[0].allocated);
   EXPECT_TRUE(absl::IsUnimplemented(vol_->WriteZeroes(0, 4096, false, true, true)));
 }
 
 TEST_F(PoolTest, CleanReopenKeepsData) {
   auto data = Pattern(6, 0, 3 << 20);
-  ASSERT_TRUE(vol_->Write(4096, data).ok());
-  ASSERT_TRUE(vol_->Trim(4096, 4096).ok());
+  ASSERT_OK(vol_->Write(4096, data));
+  ASSERT_OK(vol_->Trim(4096, 4096));
   Reopen(true);
   EXPECT_NE(pool_->OpenReport().find("clean"), std::string::npos) << pool_->OpenReport();
   auto got = ReadBack(4096, data.size());
   EXPECT_EQ(std::vector<std::byte>(got.begin(), got.begin() + 4096), std::vector<std::byte>(4096));
   EXPECT_EQ(0, std::memcmp(got.data() + 4096, data.data() + 4096, data.size() - 4096));
   // Appending continues after reopen.
-  ASSERT_TRUE(vol_->Write(0, Pattern(7, 0, 4096)).ok());
+  ASSERT_OK(vol_->Write(0, Pattern(7, 0, 4096)));
   Reopen(true);
   EXPECT_EQ(ReadBack(0, 4096), Pattern(7, 0, 4096));
 }
 
 TEST_F(PoolTest, UncleanReopenRollsForward) {
   auto data = Pattern(8, 0, 1 << 20);
-  ASSERT_TRUE(vol_->Write(0, data).ok());
-  ASSERT_TRUE(vol_->Flush().ok());
+  ASSERT_OK(vol_->Write(0, data));
+  ASSERT_OK(vol_->Flush());
   Reopen(/*clean=*/false);
   EXPECT_NE(pool_->OpenReport().find("rolled forward"), std::string::npos) << pool_->OpenReport();
   EXPECT_EQ(ReadBack(0, data.size()), data);
@@ -247,22 +244,20 @@ TEST_F(PoolTest, UncleanReopenRollsForward) {
 // as packed RELOCs in version 4).
 TEST_F(PoolTest, OlderFormatOpensAndIsUpgraded) {
   auto data = Pattern(9, 0, 1 << 20);
-  ASSERT_TRUE(vol_->Write(0, data).ok());
-  ASSERT_TRUE(pool_->Close().ok());
+  ASSERT_OK(vol_->Write(0, data));
+  ASSERT_OK(pool_->Close());
   pool_.reset();
   for (uint64_t off : {uint64_t(0), uint64_t(log::kBlock)}) {
     std::vector<std::byte> block(log::kBlock);
-    ASSERT_TRUE(media_->Read(off, block).ok());
+    ASSERT_OK(media_->Read(off, block));
     auto sb = log::DecodeSuperblock(block);
-    ASSERT_TRUE(sb.ok()) << sb.status();
+    ASSERT_OK(sb);
     sb->format_version = 3;
     std::vector<std::byte> enc = log::EncodeSuperblock(*sb);
     enc.resize(log::kBlock);
-    ASSERT_TRUE(media_->Write(off, enc).ok());
+    ASSERT_OK(media_->Write(off, enc));
   }
-  auto p = Pool::Open(media_, QuietOpen());
-  ASSERT_TRUE(p.ok()) << p.status();
-  pool_ = std::move(*p);
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, QuietOpen()));
   vol_ = pool_->PrimaryVolume();
   EXPECT_EQ(pool_->geometry().format_version, log::kFormatVersion);
   EXPECT_EQ(ReadBack(0, data.size()), data);
@@ -285,7 +280,7 @@ TEST_F(PoolTest, FormatRejectsTinyMedia) {
 }
 
 TEST_F(PoolTest, StatsCountBytes) {
-  ASSERT_TRUE(vol_->Write(0, Pattern(9, 0, 1 << 20)).ok());
+  ASSERT_OK(vol_->Write(0, Pattern(9, 0, 1 << 20)));
   PoolStats s = pool_->Stats();
   EXPECT_EQ(s.user_write_bytes, 1u << 20);
   EXPECT_GT(s.media_write_bytes, s.user_write_bytes);
@@ -305,12 +300,12 @@ TEST(PoolDiscardTest, IdleFreedSegmentsArePunchedOut) {
   std::string path = "/tmp/ftl_discard_test." + std::to_string(getpid());
   std::remove(path.c_str());
   auto media = OpenMedia(path, 64 << 20);
-  ASSERT_TRUE(media.ok()) << media.status();
+  ASSERT_OK(media);
   auto p = Pool::Format(*media, testing::SmallFormat(), testing::QuietOpen(true));
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   Volume* v = (*p)->PrimaryVolume();
-  ASSERT_TRUE(v->Write(0, testing::Pattern(1, 0, 16 << 20)).ok());
-  ASSERT_TRUE(v->Flush().ok());
+  ASSERT_OK(v->Write(0, testing::Pattern(1, 0, 16 << 20)));
+  ASSERT_OK(v->Flush());
   auto allocated = [&] {
     struct stat st;
     EXPECT_EQ(stat(path.c_str(), &st), 0);
@@ -318,9 +313,9 @@ TEST(PoolDiscardTest, IdleFreedSegmentsArePunchedOut) {
   };
   uint64_t full = allocated();
   EXPECT_GE(full, 16u << 20);
-  ASSERT_TRUE(v->Trim(0, 16 << 20).ok());
+  ASSERT_OK(v->Trim(0, 16 << 20));
   auto cleaned = (*p)->RunCleaner((*p)->Stats().segments_total);
-  ASSERT_TRUE(cleaned.ok()) << cleaned.status();
+  ASSERT_OK(cleaned);
   EXPECT_GT(*cleaned, 0u);
   // Bounded wait for the idle discard (the cleaner waits for 2 s of quiet).
   uint64_t now = full;
@@ -329,7 +324,7 @@ TEST(PoolDiscardTest, IdleFreedSegmentsArePunchedOut) {
     now = allocated();
   }
   EXPECT_LT(now, full / 2) << "freed segments were not discarded";
-  ASSERT_TRUE((*p)->Close().ok());
+  ASSERT_OK((*p)->Close());
   std::remove(path.c_str());
 }
 
@@ -353,31 +348,31 @@ TEST(PoolDiscardTest, NoDiscardKeepsTheBackingAllocated) {
   const uint64_t full = allocated();
   ASSERT_GE(full, 64u << 20);
   auto media = OpenMedia(path, 0);
-  ASSERT_TRUE(media.ok()) << media.status();
+  ASSERT_OK(media);
   OpenOptions o = testing::QuietOpen(true);
   o.discard = false;
   auto p = Pool::Format(*media, testing::SmallFormat(), o);
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   EXPECT_EQ(allocated(), full) << "format discarded";
   Volume* v = (*p)->PrimaryVolume();
-  ASSERT_TRUE(v->Write(0, testing::Pattern(1, 0, 16 << 20)).ok());
-  ASSERT_TRUE(v->Trim(0, 16 << 20).ok());
+  ASSERT_OK(v->Write(0, testing::Pattern(1, 0, 16 << 20)));
+  ASSERT_OK(v->Trim(0, 16 << 20));
   auto cleaned = (*p)->RunCleaner((*p)->Stats().segments_total);
-  ASSERT_TRUE(cleaned.ok()) << cleaned.status();
+  ASSERT_OK(cleaned);
   EXPECT_GT(*cleaned, 0u);
   // Past the cleaner's 2 s of quiet, after which the default discards.
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   EXPECT_EQ(allocated(), full) << "freed segments were discarded";
   // The pool still works: data written now reads back after a reopen.
-  ASSERT_TRUE(v->Write(1 << 20, testing::Pattern(2, 1 << 20, 1 << 20)).ok());
-  ASSERT_TRUE((*p)->Close().ok());
+  ASSERT_OK(v->Write(1 << 20, testing::Pattern(2, 1 << 20, 1 << 20)));
+  ASSERT_OK((*p)->Close());
   auto again = Pool::Open(*media, o);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   std::vector<std::byte> back(1 << 20);
-  ASSERT_TRUE((*again)->PrimaryVolume()->Read(1 << 20, back).ok());
+  ASSERT_OK((*again)->PrimaryVolume()->Read(1 << 20, back));
   EXPECT_EQ(back, testing::Pattern(2, 1 << 20, 1 << 20));
   EXPECT_EQ(allocated(), full);
-  ASSERT_TRUE((*again)->Close().ok());
+  ASSERT_OK((*again)->Close());
   std::remove(path.c_str());
 }
 
@@ -392,7 +387,7 @@ namespace {
 TEST(PoolBatchTest, MixedBatchCompletesEachWrite) {
   auto media = NewMemMedia(64 << 20);
   auto p = Pool::Format(media, testing::SmallFormat(), testing::QuietOpen());
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   Volume* v = (*p)->PrimaryVolume();
   std::vector<std::vector<std::byte>> data;
   std::vector<uint64_t> offsets;
@@ -430,15 +425,15 @@ TEST(PoolBatchTest, MixedBatchCompletesEachWrite) {
     auto all = [&] { return done == 42; };
     ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(30)));
   }
-  for (int i = 0; i < 41; ++i) EXPECT_TRUE(got[i].ok()) << i << ": " << got[i];
+  for (int i = 0; i < 41; ++i) EXPECT_OK(got[i]) << i;
   EXPECT_TRUE(absl::IsOutOfRange(got[41])) << got[41];
   for (int i = 0; i < 40; ++i) {
     std::vector<std::byte> out(8192);
-    ASSERT_TRUE(v->Read(offsets[i], out).ok());
+    ASSERT_OK(v->Read(offsets[i], out));
     EXPECT_EQ(out, data[i]) << i;
   }
   std::vector<std::byte> out(1024);
-  ASSERT_TRUE(v->Read(200 * 4096 + 512, out).ok());
+  ASSERT_OK(v->Read(200 * 4096 + 512, out));
   EXPECT_EQ(out, partial);
   // 80 data blocks + 2 for the partial write: far fewer header blocks than
   // one per write, because the whole-block writes shared records.
