@@ -84,7 +84,8 @@ inline std::vector<Bno> ApplyWriteRecord(state::MapState& map, uint32_t vol, Bno
                                          Bno pba, uint64_t seq, uint32_t csum_base = 100) {
   log::RecordHeader h;
   h.seq = seq;
-  log::Op op{log::OpType::kWrite};
+  log::Op op;
+  op.type = log::OpType::kWrite;
   op.write.vol = vol;
   op.write.lba = lba;
   for (Bno i = 0; i < n; ++i) op.write.csum.push_back(csum_base + i);

@@ -95,7 +95,8 @@ TEST_F(PoolStateTest, LookupOfHolesAndUnknownTreesPinsNothing) {
 }
 
 TEST_F(PoolStateTest, ATrimmedBlockReadsAsAHole) {
-  log::Op trim{log::OpType::kTrim};
+  log::Op trim;
+  trim.type = log::OpType::kTrim;
   trim.trim = {0, 11, 2};
   ApplyNoteRecord(*ps_.map, trim, 192, 6);
   std::vector<std::pair<log::Pba, uint32_t>> out;
@@ -193,7 +194,8 @@ class ResolveTest : public ::testing::Test {
     ASSERT_EQ(map_.volumes().size(), 5u);
   }
   log::Op Tree(uint32_t src, uint8_t kind, const std::string& name) {
-    log::Op op{log::OpType::kTree};
+    log::Op op;
+  op.type = log::OpType::kTree;
     op.tree.id = map_.next_tree_id();
     op.tree.src = src;
     op.tree.kind = kind;
@@ -251,7 +253,8 @@ TEST_F(ResolveTest, UnknownReferencesAreNotFound) {
 }
 
 TEST_F(ResolveTest, SnapshotsOfARemovedVolumeStayReachableByItsName) {
-  log::Op drop{log::OpType::kDrop};
+  log::Op drop;
+  drop.type = log::OpType::kDrop;
   drop.drop = 2;
   Note(drop);
   EXPECT_TRUE(absl::IsNotFound(ResolveVolume(map_, "data").status()));
