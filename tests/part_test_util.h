@@ -50,11 +50,26 @@ absl::Status ToStatus(const absl::StatusOr<T>& s) {
   return s.status();
 }
 
+// The expression is evaluated once; on failure its status is printed.
 #ifndef ASSERT_OK
-#define ASSERT_OK(expr) ASSERT_TRUE(::ftl::parts::ToStatus(expr).ok()) << ::ftl::parts::ToStatus(expr)
+#define ASSERT_OK(expr)                                                                 \
+  switch (0)                                                                            \
+  case 0:                                                                               \
+  default:                                                                              \
+    if (const ::absl::Status ftl_status_ = ::ftl::parts::ToStatus(expr); ftl_status_.ok()) \
+      ;                                                                                 \
+    else                                                                                \
+      GTEST_FAIL() << #expr << ": " << ftl_status_
 #endif
 #ifndef EXPECT_OK
-#define EXPECT_OK(expr) EXPECT_TRUE(::ftl::parts::ToStatus(expr).ok()) << ::ftl::parts::ToStatus(expr)
+#define EXPECT_OK(expr)                                                                 \
+  switch (0)                                                                            \
+  case 0:                                                                               \
+  default:                                                                              \
+    if (const ::absl::Status ftl_status_ = ::ftl::parts::ToStatus(expr); ftl_status_.ok()) \
+      ;                                                                                 \
+    else                                                                                \
+      ADD_FAILURE() << #expr << ": " << ftl_status_
 #endif
 
 using log::Bno;
