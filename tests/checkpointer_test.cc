@@ -482,6 +482,11 @@ TEST_F(CheckpointerFaultTest, DISABLED_AFailedSuperblockWriteDoesNotRedirectTheN
   EXPECT_EQ(ReadBytes(*fault_, SlotOffset(on_media, 0), on_media.slots[0].bytes), slot0);
   state::MapState m(on_media.segment_count, on_media.segment_blocks);
   EXPECT_OK(LoadSlot(*fault_, OnMedia(fault_), OnMedia(fault_).newest_slot, &m));
+  // What an open after a crash here finds: a usable checkpoint.
+  const log::Superblock sb = OnMedia(fault_);
+  absl::StatusOr<recovery::Recovered> r = recovery::Recovery(fault_, sb, false).Run();
+  ASSERT_OK(r);
+  for (const std::string& d : r->degraded) ADD_FAILURE() << d;
 }
 
 }  // namespace
