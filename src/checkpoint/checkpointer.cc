@@ -122,28 +122,42 @@ absl::Status Checkpointer::ReadSuperblock(std::vector<std::string>* degraded) {
   return absl::OkStatus();
 }
 
-absl::Status Checkpointer::WriteSuperblock() {
-  ++sb_.generation;
-  std::vector<std::byte> enc = log::EncodeSuperblock(sb_);
+absl::Status Checkpointer::WriteSuperblock(log::Superblock next) {
+  if (!failed_.ok()) return failed_;
+  // The new generation is kept only once it is durable: after a failed
+  // write the next attempt goes to the same copy again (never over the
+  // newest good one), and nothing in memory names a slot the media does not.
+  ++next.generation;
+  std::vector<std::byte> enc = log::EncodeSuperblock(next);
   media::AlignedBuffer b(kBlockSize);
   std::memcpy(b.data(), enc.data(), kBlockSize);
-  if (absl::Status s = media_->Write((sb_.generation % 2) * kBlockSize, b.span()); !s.ok())
+  if (absl::Status s = media_->Write((next.generation % 2) * kBlockSize, b.span()); !s.ok())
     return s;
   state_->counters.media_bytes += kBlockSize;
-  return durability_->Sync();
+  if (absl::Status s = durability_->Sync(); !s.ok()) {
+    // Whether the new copy reached the media is unknown: writing another
+    // checkpoint could overwrite the slot it names. No more checkpoints.
+    failed_ = absl::DataLossError(
+        absl::StrCat("superblock sync failed, no more checkpoints until reopened: ", s.message()));
+    return failed_;
+  }
+  sb_ = std::move(next);
+  return absl::OkStatus();
 }
 
 absl::Status Checkpointer::MarkDirty() {
-  sb_.clean = false;
+  log::Superblock next = sb_;
+  next.clean = false;
   // Opening upgrades an older format: from now on records may carry ops it
   // lacks.
-  sb_.format_version = log::kFormatVersion;
-  return WriteSuperblock();
+  next.format_version = log::kFormatVersion;
+  return WriteSuperblock(std::move(next));
 }
 
 absl::Status Checkpointer::MarkClean() {
-  sb_.clean = true;
-  return WriteSuperblock();
+  log::Superblock next = sb_;
+  next.clean = true;
+  return WriteSuperblock(std::move(next));
 }
 
 absl::Status Checkpointer::Checkpoint(uint64_t next_seq) {
@@ -169,6 +183,7 @@ void Checkpointer::Join() {
 
 absl::Status Checkpointer::Encode(uint64_t next_seq) {
   Join();  // the previous one has settled sb_ and its slot
+  if (!failed_.ok()) return failed_;
   // buf_ / io_ keep their memory between checkpoints: encoding into fresh
   // map-sized allocations spent most of a checkpoint zeroing pages (and the
   // committer waits for it).
@@ -203,9 +218,10 @@ absl::Status Checkpointer::WriteEncoded() {
   if (absl::Status s = media_->Write(SlotOffset(sb_, slot), buf); !s.ok()) return s;
   state_->counters.media_bytes += buf.size();
   if (absl::Status s = durability_->Sync(); !s.ok()) return s;
-  sb_.slots[slot] = {p.next_seq, p.bytes, p.checksum};
-  sb_.newest_slot = uint8_t(slot);
-  if (absl::Status s = WriteSuperblock(); !s.ok()) return s;
+  log::Superblock next = sb_;
+  next.slots[slot] = {p.next_seq, p.bytes, p.checksum};
+  next.newest_slot = uint8_t(slot);
+  if (absl::Status s = WriteSuperblock(std::move(next)); !s.ok()) return s;
   durability_->CheckpointDurable(p.next_seq, p.covered);
   gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
   ++state_->counters.ckpt_count;

@@ -87,7 +87,8 @@ class Checkpointer {
   absl::Status CheckRoom(uint32_t reserve_divisor, const std::function<absl::Status()>& checkpoint);
 
  private:
-  absl::Status WriteSuperblock();
+  // Writes `next` (generation + 1) and syncs; only then is it sb_.
+  absl::Status WriteSuperblock(log::Superblock next);
   absl::Status Encode(uint64_t next_seq);  // into io_ / pending_
   absl::Status WriteEncoded();             // slot write, sync, superblock
 
@@ -102,7 +103,9 @@ class Checkpointer {
   std::shared_ptr<Media> media_;
   log::Durability* durability_;
   state::PoolState* state_;
-  log::Superblock sb_;
+  log::Superblock sb_;  // as durable on the media
+  // A superblock sync failed: what the media names is unknown (sticky).
+  absl::Status failed_;
   // Buffers kept between checkpoints (no page faults on map-sized memory).
   std::vector<std::byte> buf_;
   media::AlignedBuffer io_;

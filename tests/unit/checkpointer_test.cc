@@ -456,16 +456,13 @@ TEST_F(CheckpointerFaultTest, TheSlotIsDurableBeforeTheSuperblockNamesIt) {
   EXPECT_OK(LoadSlot(*fault_, sb, 0, &m));
 }
 
-// Checkpointer::WriteEncoded (checkpointer.cc) updates the in-memory
-// superblock (slot info, newest_slot, generation) before WriteSuperblock
-// has succeeded. When the superblock write fails, memory names the new
-// slot while the media still names the old one; the next checkpoint then
-// writes into "the slot the superblock does not name" as memory sees it —
-// the only slot the on-media superblock still vouches for. A crash during
-// that write leaves no usable checkpoint (the map is rebuilt from the log
-// alone, losing what only the checkpoints held). Disabled until fixed in
-// src/ (see the issue 20 part-tests report).
-TEST_F(CheckpointerFaultTest, DISABLED_AFailedSuperblockWriteDoesNotRedirectTheNextCheckpoint) {
+// A failed superblock write must leave the in-memory superblock as the
+// media has it. Before the fix, memory named the new slot while the media
+// still named the old one; the next checkpoint then wrote into the only
+// slot the on-media superblock vouched for, and a crash during that write
+// left no usable checkpoint (the map rebuilt from the log alone, losing
+// what only the checkpoints held).
+TEST_F(CheckpointerFaultTest, AFailedSuperblockWriteDoesNotRedirectTheNextCheckpoint) {
   ASSERT_OK(cp_->Checkpoint(10));  // slot 0 is newest
   fault_->FailNthWrite(2);         // 1: slot 1, 2: the superblock naming it
   EXPECT_FALSE(cp_->Checkpoint(20).ok());

@@ -2,7 +2,7 @@
 // Helpers shared by the tests of the engine's parts (issue 20): each part
 // is tested on its own, not through ftl::Pool.
 //
-//  - ASSERT_OK / EXPECT_OK for absl::Status and absl::StatusOr;
+//  - (ASSERT_OK / EXPECT_OK come from status_asserts.h);
 //  - Blocks(): 4 KiB blocks of a recognisable pattern and their checksums;
 //  - ApplyWriteRecord(): a WRITE record applied to a hand-built MapState,
 //    the way the committer or replay applies it;
@@ -34,6 +34,7 @@
 #include "ftl/pool.h"
 #include "gc/placement.h"
 #include "log/durability.h"
+#include "status_asserts.h"
 #include "log/log_format.h"
 #include "media/aligned_buffer.h"
 #include "recovery/recovery.h"
@@ -50,27 +51,6 @@ absl::Status ToStatus(const absl::StatusOr<T>& s) {
   return s.status();
 }
 
-// The expression is evaluated once; on failure its status is printed.
-#ifndef ASSERT_OK
-#define ASSERT_OK(expr)                                                                 \
-  switch (0)                                                                            \
-  case 0:                                                                               \
-  default:                                                                              \
-    if (const ::absl::Status ftl_status_ = ::ftl::parts::ToStatus(expr); ftl_status_.ok()) \
-      ;                                                                                 \
-    else                                                                                \
-      GTEST_FAIL() << #expr << ": " << ftl_status_
-#endif
-#ifndef EXPECT_OK
-#define EXPECT_OK(expr)                                                                 \
-  switch (0)                                                                            \
-  case 0:                                                                               \
-  default:                                                                              \
-    if (const ::absl::Status ftl_status_ = ::ftl::parts::ToStatus(expr); ftl_status_.ok()) \
-      ;                                                                                 \
-    else                                                                                \
-      ADD_FAILURE() << #expr << ": " << ftl_status_
-#endif
 
 using log::Bno;
 using log::kNoBlock;
