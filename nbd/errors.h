@@ -1,5 +1,5 @@
 #pragma once
-// The one mapping from absl::Status to an NBD error value (DESIGN.md §7).
+// The one mapping from absl::Status to an NBD error value (docs/architecture.md, "Contracts and errors").
 // Request validation and the engine both speak absl::Status; only this
 // function decides what the client sees.
 

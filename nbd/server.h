@@ -1,7 +1,7 @@
 #pragma once
 // Server: accepts NBD clients on TCP and/or a Unix socket and runs one
 // Connection per client. Owns the io_context threads (network side) and the
-// worker pool that runs blocking Volume calls (DESIGN.md §4). The control
+// worker pool that runs blocking Volume calls (docs/architecture.md, "Locks"). The control
 // server (control/control.h) shares the io_context and the workers.
 // Thread-safety: Listen/Start/Shutdown/Join from one thread (the daemon's
 // main thread); Connections/Counters from any thread.

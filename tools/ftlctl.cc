@@ -1,5 +1,9 @@
 // ftlctl: operate a running ftld through its control socket.
 //
+// Over 600 lines on purpose: one short function per command and its usage
+// text; the wire protocol is control/control_protocol.h (docs/decisions.md,
+// "Files over 600 lines").
+//
 //   ftlctl [--control PATH] [--json] [--timeout SEC] COMMAND [ARG...]
 //
 // COMMAND is sent as {"cmd":COMMAND}; an ARG "key=value" becomes a field

@@ -1,5 +1,5 @@
-// Crash test of snapshots and range operations (issues 4 and 5, DESIGN.md §6
-// tier 2). One worker runs a random mix of writes, trims, zeroes, flushes,
+// Crash test of snapshots and range operations (issues 4 and 5; tests/README.md,
+// the crash tier). One worker runs a random mix of writes, trims, zeroes, flushes,
 // snapshot create/delete/activate/deactivate/rollback and atomic batches of
 // range clones/moves, across the primary volume, activated snapshots and
 // snapshots as clone sources, while the cleaner runs. The media is crashed at

@@ -1,4 +1,4 @@
-// Crash tests (DESIGN.md §6 tier 2). A worker thread runs random writes
+// Crash tests (tests/README.md: the crash tier). A worker thread runs random writes
 // (sub-block and byte-granular ones too), trims, write-zeroes and flushes
 // against a pool on FaultMedia while the cleaner runs; the main thread
 // crashes the media at a random moment, applies a random crash plan (drop
