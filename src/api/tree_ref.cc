@@ -1,14 +1,13 @@
 #include "ftl/tree_ref.h"
 
+#include "ftl/snapshot.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace ftl {
-namespace {
-
-// The name rule of include/ftl/snapshot.h. The engine checks it with
-// ValidCatalogName (src/core/catalog.cc); tree_ref_test holds the two to
-// the same answers until the engine calls this parser.
-bool ValidName(std::string_view name, std::string* why) {
+// The name rule of include/ftl/snapshot.h, for the engine and the tools
+// alike.
+bool ValidCatalogName(const std::string& name, std::string* why) {
   if (name.empty() || name.size() > 64) {
     *why = "names are 1 to 64 characters";
     return false;
@@ -27,8 +26,6 @@ bool ValidName(std::string_view name, std::string* why) {
   }
   return true;
 }
-
-}  // namespace
 
 absl::StatusOr<TreeRef> TreeRef::Parse(std::string_view text) {
   // Debian's abseil has its own string_view type.
@@ -50,11 +47,11 @@ absl::StatusOr<TreeRef> TreeRef::Parse(std::string_view text) {
     ref.snapshot = std::string(text.substr(at + 1));
   }
   std::string why;
-  if (!ref.volume.empty() && !ValidName(ref.volume, &why)) {
+  if (!ref.volume.empty() && !ValidCatalogName(ref.volume, &why)) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", quoted, "': bad volume name '", ref.volume, "': ", why));
   }
-  if (ref.is_snapshot() && !ValidName(ref.snapshot, &why)) {
+  if (ref.is_snapshot() && !ValidCatalogName(ref.snapshot, &why)) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", quoted, "': bad snapshot name '", ref.snapshot, "': ", why));
   }

@@ -1,6 +1,7 @@
 #include "state/resolve.h"
 
 #include "absl/strings/str_cat.h"
+#include "ftl/tree_ref.h"
 
 namespace ftl::state {
 
@@ -17,18 +18,21 @@ absl::StatusOr<uint32_t> ResolveVolume(const MapState& map, const std::string& n
 
 absl::StatusOr<uint32_t> ResolveTree(const MapState& map, const std::string& ref,
                                      bool allow_snapshot) {
-  size_t at = ref.find('@');
-  if (at == std::string::npos) return ResolveVolume(map, ref);
+  // A plain name is looked up as it is (a primary volume formatted with a
+  // name outside the catalogue rules stays reachable); a snapshot
+  // reference goes through the one parser (include/ftl/tree_ref.h).
+  if (ref.find('@') == std::string::npos) return ResolveVolume(map, ref);
+  absl::StatusOr<TreeRef> parsed = TreeRef::Parse(ref);
+  if (!parsed.ok()) return parsed.status();
   if (!allow_snapshot)
     return absl::InvalidArgumentError(
         absl::StrCat("'", ref, "' is a snapshot; snapshots cannot be changed"));
-  std::string vol = ref.substr(0, at), snap = ref.substr(at + 1);
-  absl::StatusOr<uint32_t> vid = ResolveVolume(map, vol);
-  std::string vol_name = vid.ok() ? map.volume(*vid)->name : vol;
-  const VolumeMeta* s = map.FindSnapshot(vol_name, snap);
+  absl::StatusOr<uint32_t> vid = ResolveVolume(map, parsed->volume);
+  std::string vol_name = vid.ok() ? map.volume(*vid)->name : parsed->volume;
+  const VolumeMeta* s = map.FindSnapshot(vol_name, parsed->snapshot);
   if (!s)
-    return absl::NotFoundError(
-        absl::StrCat("no snapshot '", snap, "' of volume '", vol_name, "'"));
+    return absl::NotFoundError(absl::StrCat("no snapshot '", parsed->snapshot, "' of volume '",
+                                            vol_name, "'"));
   return s->id;
 }
 
@@ -37,25 +41,3 @@ std::string SnapshotRef(const VolumeMeta& snapshot) {
 }
 
 }  // namespace ftl::state
-
-namespace ftl {
-bool ValidCatalogName(const std::string& name, std::string* why) {
-  if (name.empty() || name.size() > 64) {
-    *why = "names are 1 to 64 characters";
-    return false;
-  }
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      *why = "names may contain only letters, digits, '.', '_' and '-'";
-      return false;
-    }
-  }
-  if (name == "." || name == "..") {
-    *why = "'.' and '..' are not names";
-    return false;
-  }
-  return true;
-}
-}  // namespace ftl

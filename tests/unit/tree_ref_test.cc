@@ -82,8 +82,8 @@ TEST(TreeRefTest, NamesFollowTheCatalogueRules) {
   }
 }
 
-// The parser's name check and the engine's (ValidCatalogName) agree, until
-// the engine parses references with TreeRef itself.
+// The parser applies the catalogue name rule (ValidCatalogName, which the
+// engine checks new names with) to both parts of a reference.
 TEST(TreeRefTest, NameRuleMatchesTheEngine) {
   std::vector<std::string> names = {"a", "A", "0", "ftl0", "a.b", "a-b", "a_b", ".a", "a.",
                                     "...", ".", "..", "", "a b", "a@b", "a/b", "é", "a\tb",
