@@ -35,42 +35,16 @@ inline uint64_t GetU64(const std::byte* p) {
   return v;
 }
 
-inline void PutBe16(std::byte* p, uint16_t v) {
-  p[0] = std::byte(v >> 8);
-  p[1] = std::byte(v);
-}
-inline void PutBe32(std::byte* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = std::byte(v >> (24 - 8 * i));
-}
-inline void PutBe64(std::byte* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = std::byte(v >> (56 - 8 * i));
-}
-inline uint16_t GetBe16(const std::byte* p) {
-  return uint16_t(uint16_t(p[0]) << 8 | uint16_t(p[1]));
-}
-inline uint32_t GetBe32(const std::byte* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = v << 8 | uint32_t(p[i]);
-  return v;
-}
-inline uint64_t GetBe64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | uint64_t(p[i]);
-  return v;
-}
 
-enum class ByteOrder { kLittle, kBig };
-
-// Appends integers in byte order O to a growable buffer. On-media formats
-// are little-endian (Encoder); the NBD wire is big-endian (BeEncoder).
-template <ByteOrder O>
-class BasicEncoder {
+// Appends little-endian integers (the on-media byte order) to a growable
+// buffer. (The NBD wire is big-endian: nbd/big_endian.h.)
+class Encoder {
  public:
-  explicit BasicEncoder(std::vector<std::byte>* out) : out_(out) {}
+  explicit Encoder(std::vector<std::byte>* out) : out_(out) {}
   void U8(uint8_t v) { out_->push_back(std::byte(v)); }
-  void U16(uint16_t v) { O == ByteOrder::kBig ? PutBe16(Grow(2), v) : PutU16(Grow(2), v); }
-  void U32(uint32_t v) { O == ByteOrder::kBig ? PutBe32(Grow(4), v) : PutU32(Grow(4), v); }
-  void U64(uint64_t v) { O == ByteOrder::kBig ? PutBe64(Grow(8), v) : PutU64(Grow(8), v); }
+  void U16(uint16_t v) { PutU16(Grow(2), v); }
+  void U32(uint32_t v) { PutU32(Grow(4), v); }
+  void U64(uint64_t v) { PutU64(Grow(8), v); }
   void Bytes(std::span<const std::byte> b) { out_->insert(out_->end(), b.begin(), b.end()); }
   // Raw bytes of a string (no length).
   void Str(std::string_view s) { Bytes(std::as_bytes(std::span(s.data(), s.size()))); }
@@ -100,24 +74,23 @@ class BasicEncoder {
   std::vector<std::byte>* out_;
 };
 
-// Reads integers in byte order O; any read past the end sets a sticky error
+// Reads little-endian integers; any read past the end sets a sticky error
 // and yields zeros, so callers check ok() once after decoding a structure.
-template <ByteOrder O>
-class BasicDecoder {
+class Decoder {
  public:
-  explicit BasicDecoder(std::span<const std::byte> in) : in_(in) {}
+  explicit Decoder(std::span<const std::byte> in) : in_(in) {}
   uint8_t U8() { return Take(1) ? uint8_t(in_[pos_ - 1]) : 0; }
   uint16_t U16() {
     if (!Take(2)) return 0;
-    return O == ByteOrder::kBig ? GetBe16(&in_[pos_ - 2]) : GetU16(&in_[pos_ - 2]);
+    return GetU16(&in_[pos_ - 2]);
   }
   uint32_t U32() {
     if (!Take(4)) return 0;
-    return O == ByteOrder::kBig ? GetBe32(&in_[pos_ - 4]) : GetU32(&in_[pos_ - 4]);
+    return GetU32(&in_[pos_ - 4]);
   }
   uint64_t U64() {
     if (!Take(8)) return 0;
-    return O == ByteOrder::kBig ? GetBe64(&in_[pos_ - 8]) : GetU64(&in_[pos_ - 8]);
+    return GetU64(&in_[pos_ - 8]);
   }
   std::span<const std::byte> Bytes(size_t n) {
     if (!Take(n)) return {};
@@ -162,10 +135,5 @@ class BasicDecoder {
   size_t pos_ = 0;
   bool ok_ = true;
 };
-
-using Encoder = BasicEncoder<ByteOrder::kLittle>;
-using Decoder = BasicDecoder<ByteOrder::kLittle>;
-using BeEncoder = BasicEncoder<ByteOrder::kBig>;
-using BeDecoder = BasicDecoder<ByteOrder::kBig>;
 
 }  // namespace ftl::util
