@@ -98,6 +98,7 @@ Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits) {
   ReqOp& op = r->ops[0];
   if (op.type() == log::OpType::kTrim) return nullptr;
   const Bno count = op.count();
+  if (count < 2) return nullptr;
   Bno head = 0;
   for (Bno n = count - 1; n > 0; --n) {
     if (fits(n)) {

@@ -105,9 +105,8 @@ void SegmentTable::AbortCleaning(uint32_t seg) {
 }
 
 void SegmentTable::Release(uint32_t seg) {
-  Move(seg, {SegmentState::kCleaning}, SegmentState::kCleaning);
+  Move(seg, {SegmentState::kCleaning}, SegmentState::kFree);
   ResetSegment(seg);
-  Load(seg, SegmentState::kFree);
 }
 
 void SegmentTable::BeginDiscard(uint32_t seg) {
