@@ -265,7 +265,9 @@ class DamagedLastRecordTest : public CorruptionTest,
     EXPECT_OK(vol()->Write(0, old_data));
     EXPECT_OK(vol()->Flush());
     EXPECT_OK(vol()->Write(0, new_data, GetParam()));
-    if (!GetParam()) EXPECT_OK(vol()->Flush());
+    if (!GetParam()) {
+      EXPECT_OK(vol()->Flush());
+    }
     pool_.reset();  // a crash: nothing after the acknowledgement
     return new_data;
   }
@@ -477,7 +479,9 @@ PoolStats FillAndOverwrite(OpenOptions::Placement placement, double hot) {
   EXPECT_OK(v->Write(0, Pattern(99, 0, 4096)));
   auto rep = (*p)->Check(true);
   EXPECT_OK(rep);
-  if (rep.ok()) EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+  if (rep.ok()) {
+    EXPECT_TRUE(rep->problems.empty()) << rep->problems[0];
+  }
   return st;
 }
 
@@ -573,7 +577,9 @@ TEST_F(FullPoolTest, FreeingOperationsSucceedAndSpaceComesBack) {
   for (int i = 0; i < 50; ++i) ASSERT_OK(vol()->Trim(uint64_t(i) * 8192, 4096, false)) << i;
   ASSERT_OK(vol()->WriteZeroes(1 << 20, 1 << 20, false, /*no_hole=*/false, false));
   auto act = pool_->ActivateSnapshot("", "old", "old-copy", false);
-  if (act.ok()) ASSERT_OK(pool_->DeactivateVolume("old-copy"));
+  if (act.ok()) {
+    ASSERT_OK(pool_->DeactivateVolume("old-copy"));
+  }
   ASSERT_OK(pool_->DeleteSnapshot("", "old", /*force=*/true));
   // The old data is garbage now: the cleaner must make room.
   pool_->ResumeCleaner();

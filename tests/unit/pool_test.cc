@@ -32,7 +32,9 @@ class PoolTest : public ::testing::Test {
     ASSERT_NE(vol_, nullptr);
   }
   void Reopen(bool clean = true) {
-    if (clean) ASSERT_OK(pool_->Close());
+    if (clean) {
+      ASSERT_OK(pool_->Close());
+    }
     pool_.reset();
     ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, QuietOpen()));
     vol_ = pool_->PrimaryVolume();

@@ -31,7 +31,9 @@ class RangeOpsTest : public ::testing::Test {
     v_ = pool_->PrimaryVolume();
   }
   void Reopen(bool clean) {
-    if (clean) ASSERT_OK(pool_->Close());
+    if (clean) {
+      ASSERT_OK(pool_->Close());
+    }
     pool_.reset();
     ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(mem_, QuietOpen()));
     v_ = pool_->PrimaryVolume();

@@ -29,7 +29,9 @@ class RelocatorTest : public ::testing::Test {
     reloc_->set_sink(&e_->committer);
   }
   void TearDown() override {
-    if (e_) EXPECT_OK(e_->Close());
+    if (e_) {
+      EXPECT_OK(e_->Close());
+    }
   }
   uint32_t SegmentOf(Bno pba) { return pba / e_->sb().segment_blocks; }
   log::SegmentState StateOf(uint32_t seg) {
