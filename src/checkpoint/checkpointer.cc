@@ -17,7 +17,7 @@ constexpr uint32_t kMinSegments = 16;
 // them and two more out of the logical capacity.
 constexpr uint32_t kGcReserveSegments = 2;
 
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+using media::AlignUp;
 
 }  // namespace
 

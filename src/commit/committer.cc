@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "state/resolve.h"
 #include "util/logging.h"
 
 namespace ftl::commit {
@@ -24,12 +25,6 @@ class RoleScope {
  private:
   bool outer_;
 };
-
-// User writes and trims may go to `vol`: it exists and is no snapshot.
-bool WritableLocked(const state::MapState& map, uint32_t vol) {
-  const state::VolumeMeta* v = map.volume(vol);
-  return v && !v->is_snapshot();
-}
 
 }  // namespace
 
@@ -196,7 +191,7 @@ void Committer::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vec
         fua |= r->fua;
         for (const ReqOp& op : r->ops)
           if ((op.type() == log::OpType::kWrite || op.type() == log::OpType::kTrim) &&
-              !WritableLocked(*state_->map, op.vol()))
+              !state::IsWritableVolume(*state_->map, op.vol()))
             unsplit = gc::Slot::kCold;
       }
     }

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <optional>
 
+#include "state/resolve.h"
+
 namespace ftl::commit {
 
 absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>& batch,
@@ -52,9 +54,7 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
           continue;
         }
         if (o.type == log::OpType::kWrite || o.type == log::OpType::kTrim) {
-          // User writes and trims go to volumes that exist (not snapshots).
-          const state::VolumeMeta* v = map.volume(op.vol());
-          if (!v || v->is_snapshot()) {
+          if (!state::IsWritableVolume(map, op.vol())) {
             ok = absl::UnavailableError("the volume was removed");
             break;
           }

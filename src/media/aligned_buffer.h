@@ -3,6 +3,7 @@
 // need). Move-only; owns its memory.
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,6 +11,9 @@
 #include <utility>
 
 namespace ftl::media {
+
+// v rounded up to a multiple of a.
+inline uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 class AlignedBuffer {
  public:

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "ftl/media.h"
+#include "media/aligned_buffer.h"
 #include "media/io_util.h"
 #include "util/logging.h"
 
@@ -30,7 +31,6 @@ constexpr uint64_t kBufferAlign = 4096;
 constexpr uint64_t kMaxBounce = 1 << 20;
 
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }

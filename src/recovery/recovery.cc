@@ -20,7 +20,7 @@ using log::Bno;
 // handed out again (see RollForward).
 constexpr uint64_t kSeqJumpAfterCrash = uint64_t(1) << 32;
 
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+using media::AlignUp;
 
 }  // namespace
 

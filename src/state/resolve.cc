@@ -36,6 +36,11 @@ absl::StatusOr<uint32_t> ResolveTree(const MapState& map, const std::string& ref
   return s->id;
 }
 
+bool IsWritableVolume(const MapState& map, uint32_t vol) {
+  const VolumeMeta* v = map.volume(vol);
+  return v && !v->is_snapshot();
+}
+
 std::string SnapshotRef(const VolumeMeta& snapshot) {
   return absl::StrCat(snapshot.origin_name, "@", snapshot.name);
 }

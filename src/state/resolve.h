@@ -19,6 +19,9 @@ absl::StatusOr<uint32_t> ResolveVolume(const MapState& map, const std::string& n
 // reference is InvalidArgument (snapshots cannot be changed).
 absl::StatusOr<uint32_t> ResolveTree(const MapState& map, const std::string& ref,
                                      bool allow_snapshot);
+// Whether user writes and trims may go to tree `vol`: it exists and is no
+// snapshot.
+bool IsWritableVolume(const MapState& map, uint32_t vol);
 // "VOL@SNAP" of a snapshot.
 std::string SnapshotRef(const VolumeMeta& snapshot);
 
