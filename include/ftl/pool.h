@@ -116,6 +116,22 @@ struct BlockExtent {
   bool allocated = false;  // false: a hole that reads as zeros
 };
 
+// What a dataset of the pool holds (docs/architecture.md, "Datasets"): a
+// block volume (exported over NBD) or a key-value store (include/ftl/kv.h).
+// Both are trees of the map and take snapshots the same way.
+enum class DatasetKind : uint8_t { kBlock = 0, kKv = 1 };
+const char* DatasetKindName(DatasetKind k);  // "volume", "kv"
+
+struct DatasetInfo {
+  std::string name;
+  DatasetKind kind = DatasetKind::kBlock;
+  uint64_t size_bytes = 0;
+  uint64_t mapped_bytes = 0;
+  bool read_only = false;
+  std::string origin;      // "VOL@SNAP" it was activated from, "" if none
+  uint32_t snapshots = 0;  // snapshots taken of it
+};
+
 struct VolumeStats {
   std::string name;
   uint32_t id = 0;
@@ -160,6 +176,7 @@ class Volume {
   virtual const std::string& name() const = 0;
   virtual uint64_t size_bytes() const = 0;
   virtual bool read_only() const = 0;
+  virtual DatasetKind kind() const { return DatasetKind::kBlock; }
 
   virtual absl::Status Read(uint64_t offset, std::span<std::byte> out) = 0;
   virtual absl::Status Write(uint64_t offset, std::span<const std::byte> data,
@@ -181,6 +198,20 @@ class Volume {
   // need locks the caller holds.
   virtual void WriteAsyncBatch(std::vector<AsyncWrite> writes) {
     for (AsyncWrite& w : writes) WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
+  }
+  // One piece of an atomic multi-range write.
+  struct Piece {
+    uint64_t offset = 0;
+    std::span<const std::byte> data;
+  };
+  // Writes every piece in one log record: after a crash all or none of them
+  // are in effect. Offsets and lengths are multiples of 4096, pieces do not
+  // overlap, and together they are at most Geometry::max_atomic_bytes
+  // (InvalidArgument otherwise). Durable on return if fua.
+  virtual absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua = false) {
+    (void)pieces;
+    (void)fua;
+    return absl::UnimplementedError("WriteAtomic");
   }
   // Unmaps whole 4 KiB blocks inside the range (partial blocks are left).
   virtual absl::Status Trim(uint64_t offset, uint64_t length, bool fua = false) = 0;
@@ -273,6 +304,40 @@ class Pool {
                                 bool force = false) = 0;
   // The snapshot a volume was activated from ("VOL@SNAP"), "" if none.
   virtual std::string VolumeOrigin(const std::string& volume) = 0;
+  // A read-only Volume showing snapshot `snapshot` of `volume` (of any
+  // kind), for readers such as KvStore. Lives as long as the Pool; fails
+  // every request with Unavailable once the snapshot is deleted.
+  virtual absl::StatusOr<Volume*> SnapshotVolume(const std::string& volume,
+                                                 const std::string& snapshot) {
+    (void)volume;
+    (void)snapshot;
+    return absl::UnimplementedError("SnapshotVolume");
+  }
+
+  // ---- Datasets (docs/architecture.md, "Datasets"). Durable when they return
+  // (one note each); a crash leaves the old or the new state.
+
+  // A new empty dataset of `size_bytes` (a multiple of 4096; thin: the sum
+  // of sizes may exceed the pool). AlreadyExists, InvalidArgument (name,
+  // size), ResourceExhausted (metadata area full).
+  virtual absl::StatusOr<Volume*> CreateDataset(const std::string& name, DatasetKind kind,
+                                                uint64_t size_bytes) {
+    (void)name;
+    (void)kind;
+    (void)size_bytes;
+    return absl::UnimplementedError("CreateDataset");
+  }
+  // Removes a dataset and frees its data for the cleaner; its Volume object
+  // fails every request with Unavailable afterwards. FailedPrecondition for
+  // the primary volume, or while snapshots of it exist unless `force`
+  // (then they are deleted in the same note).
+  virtual absl::Status DestroyDataset(const std::string& name, bool force = false) {
+    (void)name;
+    (void)force;
+    return absl::UnimplementedError("DestroyDataset");
+  }
+  // Every dataset (volumes, activated snapshots, key-value stores), by name.
+  virtual std::vector<DatasetInfo> ListDatasets() { return {}; }
 
   // ---- Range operations (include/ftl/range.h). Durable when they return;
   // concurrent calls are group-committed into shared notes.
