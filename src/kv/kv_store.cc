@@ -97,7 +97,16 @@ KvStoreImpl::KvStoreImpl(Volume* volume, Pool* pool, const std::string& name, co
       read_only_(read_only),
       buf_(volume, layout, opts.mode, opts.buffer_pages),
       tree_(&buf_),
-      flusher_(&buf_, pool, name, opts.max_atomic_bytes) {}
+      flusher_(&buf_, pool, name, opts.max_atomic_bytes) {
+  // Dirty blocks the buffer may gather before an unsynced flush: more means
+  // more changes a log block carries per write (docs/kv.md, "Flushes").
+  // Past the atomic size a flush goes through the scratch area, so only a
+  // store opened by name may go past it.
+  uint64_t atomic = flusher_.max_atomic_blocks() / 2;
+  dirty_limit_ = pool ? std::max<uint64_t>(atomic, std::min<uint64_t>(layout.scratch_blocks / 2,
+                                                                       opts.buffer_pages / 4))
+                      : atomic;
+}
 
 absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Pool* pool,
                                                              const std::string& name,
@@ -219,7 +228,7 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
     if (batch.size() == 0) return absl::OkStatus();
     if (absl::Status s = ApplyLocked(batch); !s.ok()) return s;
     seq = op_seq_;
-    if (!sync && (buf_.over_capacity() || buf_.Footprint() > flusher_.max_atomic_blocks() / 2)) {
+    if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) {
       // The buffer is full of dirty pages: write them (not synced). An
       // error here is no error of this call (it is applied; the next flush
       // tries again), except that a synced caller learns of it.

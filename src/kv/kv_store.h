@@ -65,6 +65,7 @@ class KvStoreImpl : public KvStore {
   BufferPool buf_ ABSL_GUARDED_BY(mu_);
   BTree tree_ ABSL_GUARDED_BY(mu_);
   Flusher flusher_;
+  uint64_t dirty_limit_ = 0;  // blocks
   uint64_t op_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // a change failed half-applied
