@@ -254,6 +254,7 @@ void Flusher::Complete(FlushPlan& p, const absl::Status& s) {
   st.unit_merges += p.add.unit_merges;
   st.media_write_bytes += p.blocks() * kBlock;
   ++st.flushes;
+  if (p.blocks() > max_atomic_blocks_) ++st.scratch_flushes;
   b.Trim();
 }
 
