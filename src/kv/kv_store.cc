@@ -98,14 +98,11 @@ KvStoreImpl::KvStoreImpl(Volume* volume, Pool* pool, const std::string& name, co
       buf_(volume, layout, opts.mode, opts.buffer_pages),
       tree_(&buf_),
       flusher_(&buf_, pool, name, opts.max_atomic_bytes) {
-  // Dirty blocks the buffer may gather before an unsynced flush: more means
-  // more changes a log block carries per write (docs/kv.md, "Flushes").
-  // Past the atomic size a flush goes through the scratch area, so only a
-  // store opened by name may go past it.
-  uint64_t atomic = flusher_.max_atomic_blocks() / 2;
-  dirty_limit_ = pool ? std::max<uint64_t>(atomic, std::min<uint64_t>(layout.scratch_blocks / 2,
-                                                                       opts.buffer_pages / 4))
-                      : atomic;
+  // Dirty blocks the buffer may gather before an unsynced flush: three
+  // quarters of an atomic write, so that a flush stays one record (the
+  // scratch path costs a sync and range moves; measured in bench/RESULTS.md,
+  // "Key-value datasets").
+  dirty_limit_ = std::max<uint64_t>(8, flusher_.max_atomic_blocks() * 3 / 4);
 }
 
 absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Pool* pool,
