@@ -97,6 +97,10 @@ TEST_F(KvPoolTest, FullPoolAnswersResourceExhaustedAndKeepsServing) {
   }
   EXPECT_TRUE(absl::IsResourceExhausted(st)) << st;
   ASSERT_FALSE(acked.empty());
+  // While the pool stays full, further writes are refused and not applied.
+  absl::Status again = s->Put("refused", "v", {.sync = true});
+  EXPECT_TRUE(absl::IsResourceExhausted(again)) << again;
+  EXPECT_TRUE(absl::IsNotFound(s->Get("refused").status()));
   for (const std::string& k : acked) ASSERT_OK(s->Get(k).status()) << k;
   // Reopen: everything acknowledged is there.
   s.reset();
