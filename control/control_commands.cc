@@ -66,7 +66,11 @@ absl::StatusOr<Json> Status(const DaemonContext& ctx) {
 absl::StatusOr<Json> Stats(const DaemonContext& ctx) {
   Json volumes = Json::array();
   for (const std::string& name : ctx.pool->VolumeNames()) {
-    if (Volume* v = ctx.pool->GetVolume(name)) volumes.push_back(VolumeStatsJson(v->Stats()));
+    if (Volume* v = ctx.pool->GetVolume(name)) {
+      Json j = VolumeStatsJson(v->Stats());
+      j["kind"] = DatasetKindName(v->kind());
+      volumes.push_back(std::move(j));
+    }
   }
   const ServerCounters& c = ctx.server->counters();
   Json nbd = {{"connections_total", c.connections_total.load()},

@@ -194,6 +194,12 @@ absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
   }
   auto v = ctx.pool->ActivateSnapshot(*volume, *name, *export_name, *read_only);
   if (!v.ok()) return v.status();
+  if ((*v)->kind() != DatasetKind::kBlock) {
+    // A key-value dataset's snapshot: a new dataset, no export (nbd/exports.h).
+    return Json{{"volume", (*v)->name()},
+                {"kind", DatasetKindName((*v)->kind())},
+                {"snapshot", SnapRef(*volume, *name)}};
+  }
   Export e{.name = (*v)->name(),
            .description = absl::StrCat("ftld snapshot ", SnapRef(*volume, *name)),
            .volume = *v,

@@ -72,6 +72,8 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
   for (const std::string& name : pool.VolumeNames()) {
     Volume* v = pool.GetVolume(name);
     if (v == nullptr || v == primary) continue;
+    // Key-value datasets are no block devices (nbd/exports.h).
+    if (v->kind() != DatasetKind::kBlock) continue;
     // Volumes activated from snapshots come back after a restart under the
     // name they were activated as; their own read-only flag persists in the
     // pool (effective_read_only() adds it to --read-only).
