@@ -110,6 +110,11 @@ Json DatasetJson(const DaemonContext& ctx, const DatasetInfo& d) {
 }
 
 absl::StatusOr<Json> KvCreate(const DaemonContext& ctx, const Json& r) {
+  if (auto it = r.find(kArgName);
+      it != r.end() && it->is_string() && it->get_ref<const std::string&>().find('@') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "\"name\": a dataset name has no '@' (NAME@SNAP names a snapshot: ftlctl snapshot create)");
+  }
   auto ref = DatasetRef(r, /*snapshot_ok=*/false);
   if (!ref.ok()) return ref.status();
   auto geo_text = OptStringArg(r, kArgGeometry);

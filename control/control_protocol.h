@@ -22,8 +22,8 @@
 // without being parsed (so without the "id" echo).
 //
 // Names below: kField* are the envelope, kCmd* the commands, kAction* the
-// verbs of "snapshot" and "range", kArg* their arguments, and kPolicy* /
-// kAttr* the values those arguments take. Result fields are per command
+// verbs of "snapshot", "range" and "kv", kArg* their arguments, and kPolicy* /
+// kAttr* the values those arguments take; kMaxKv* bound a "kv" reply. Result fields are per command
 // and live with their handlers.
 
 #include <sys/un.h>

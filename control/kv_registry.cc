@@ -29,7 +29,8 @@ absl::StatusOr<KvStore*> KvRegistry::Get(const std::string& ref) {
   if (!info.ok()) return info.status();
   if (info->kind != DatasetKind::kKv) {
     return absl::FailedPreconditionError(
-        absl::StrCat("'", tree->volume, "' is a ", DatasetKindName(info->kind),
+        absl::StrCat("'", tree->volume, "' is a ",
+                     info->kind == DatasetKind::kBlock ? "block volume" : DatasetKindName(info->kind),
                      ", not a key-value dataset"));
   }
   KvOptions o = options_;

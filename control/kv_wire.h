@@ -95,9 +95,10 @@ inline absl::StatusOr<std::optional<std::string>> GetBytes(const nlohmann::json&
     }
     const std::string& in = b64->get_ref<const std::string&>();
     std::string out;
-    // absl also takes unpadded input; anything else that is not the
-    // alphabet (whitespace, '-', '_', stray '=') is refused.
-    if (in.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+    // Padded base64 only: absl would also take unpadded input; anything
+    // outside the alphabet (whitespace, '-', '_') is refused.
+    if (in.size() % 4 != 0 ||
+        in.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
             std::string::npos ||
         !absl::Base64Unescape(in, &out)) {
       return absl::InvalidArgumentError(absl::StrCat("\"", b64_field, "\" is not valid base64"));
