@@ -805,16 +805,14 @@ int main(int argc, char** argv) {
   if (rest.empty()) return Usage("missing COMMAND");
 
   if (rest[0] == kCmdKv) {
-    std::string error;
-    std::string path = ResolveControl(control, &error);
-    if (path.empty()) {
-      std::cerr << "ftlctl: " << error << "\n";
-      return 2;
-    }
+    // The socket is looked for at the first request, after the arguments
+    // are checked.
+    std::string path;
     return ftl::ctl::RunKv(
         std::vector<std::string>(rest.begin() + 1, rest.end()), json,
         [&](const std::string& request, std::string* reply, std::string* err) {
-          return Roundtrip(path, request, timeout_s, reply, err);
+          if (path.empty()) path = ResolveControl(control, err);
+          return !path.empty() && Roundtrip(path, request, timeout_s, reply, err);
         },
         [](const Json& reply) { PrintObject(reply, ""); });
   }
