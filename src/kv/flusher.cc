@@ -53,7 +53,10 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     if (f->rewrite) p.rewrites.push_back(f->id);
     if (f->dirty_log) {
       p.dirty_logs.push_back(f->id);
-      p.add.log_sector_writes += l.geo.sectors_per_page;
+      // The sectors its log fills (header and entries), not every sector
+      // it owns.
+      p.add.log_sector_writes +=
+          (kLogHeaderBytes + f->log_used + KvGeometry::kSectorBytes - 1) / KvGeometry::kSectorBytes;
     }
     f->rewrite = false;
     f->dirty_log = false;
