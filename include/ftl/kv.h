@@ -75,6 +75,10 @@ struct KvOptions {
   uint32_t buffer_pages = 1024;  // pages the buffer manager holds (>= 16)
   KvMode mode = KvMode::kIpl;
   bool read_only = false;        // snapshots are always read-only
+  // Largest flush written as one atomic write (0: the pool's atomic size;
+  // 256 KiB for a store opened on a bare Volume). Larger flushes go through
+  // the scratch area (Open by name only).
+  uint64_t max_atomic_bytes = 0;
 };
 
 struct KvWriteOptions {

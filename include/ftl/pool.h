@@ -206,13 +206,13 @@ class Volume {
   };
   // Writes every piece in one log record: after a crash all or none of them
   // are in effect. Offsets and lengths are multiples of 4096, pieces do not
-  // overlap, and together they are at most Geometry::max_atomic_bytes
-  // (InvalidArgument otherwise). Durable on return if fua.
-  virtual absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua = false) {
-    (void)pieces;
-    (void)fua;
-    return absl::UnimplementedError("WriteAtomic");
-  }
+  // overlap, and together they are at most Geometry::max_atomic_bytes and
+  // few enough for one record header (InvalidArgument otherwise). Durable
+  // on return if fua.
+  // Errors as Write: Unavailable (removed), PermissionDenied (read-only, an
+  // immutable range), OutOfRange (a piece past the end). Empty pieces are
+  // ignored. Pieces take their range locks in ascending offset order.
+  virtual absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua = false) = 0;
   // Unmaps whole 4 KiB blocks inside the range (partial blocks are left).
   virtual absl::Status Trim(uint64_t offset, uint64_t length, bool fua = false) = 0;
   // Range reads as zeros afterwards. no_hole: keep it allocated (zeros are
@@ -307,37 +307,33 @@ class Pool {
   // A read-only Volume showing snapshot `snapshot` of `volume` (of any
   // kind), for readers such as KvStore. Lives as long as the Pool; fails
   // every request with Unavailable once the snapshot is deleted.
+  // NotFound if there is no such snapshot. Not a volume of VolumeNames()
+  // or GetVolume() (never exported); asking twice gives the same object.
   virtual absl::StatusOr<Volume*> SnapshotVolume(const std::string& volume,
-                                                 const std::string& snapshot) {
-    (void)volume;
-    (void)snapshot;
-    return absl::UnimplementedError("SnapshotVolume");
-  }
+                                                 const std::string& snapshot) = 0;
 
   // ---- Datasets (docs/architecture.md, "Datasets"). Durable when they return
   // (one note each); a crash leaves the old or the new state.
 
-  // A new empty dataset of `size_bytes` (a multiple of 4096; thin: the sum
-  // of sizes may exceed the pool). AlreadyExists, InvalidArgument (name,
-  // size), ResourceExhausted (metadata area full).
+  // A new empty dataset of `size_bytes` (a multiple of 4096, at most
+  // (2^32 - 2) * 4096; thin: it and the sum of sizes may exceed the pool).
+  // Its name follows the catalogue rules (ftl/snapshot.h) and is no
+  // volume's. AlreadyExists (a volume of that name, or snapshots left of a
+  // removed volume of that name), InvalidArgument (name, kind, size),
+  // ResourceExhausted (metadata area full).
   virtual absl::StatusOr<Volume*> CreateDataset(const std::string& name, DatasetKind kind,
-                                                uint64_t size_bytes) {
-    (void)name;
-    (void)kind;
-    (void)size_bytes;
-    return absl::UnimplementedError("CreateDataset");
-  }
+                                                uint64_t size_bytes) = 0;
   // Removes a dataset and frees its data for the cleaner; its Volume object
   // fails every request with Unavailable afterwards. FailedPrecondition for
   // the primary volume, or while snapshots of it exist unless `force`
   // (then they are deleted in the same note).
-  virtual absl::Status DestroyDataset(const std::string& name, bool force = false) {
-    (void)name;
-    (void)force;
-    return absl::UnimplementedError("DestroyDataset");
-  }
+  // NotFound if there is no such dataset; with force, FailedPrecondition
+  // while one of its snapshots is activated as a volume (deactivate it
+  // first). Any volume but the primary can be destroyed, activated ones
+  // too.
+  virtual absl::Status DestroyDataset(const std::string& name, bool force = false) = 0;
   // Every dataset (volumes, activated snapshots, key-value stores), by name.
-  virtual std::vector<DatasetInfo> ListDatasets() { return {}; }
+  virtual std::vector<DatasetInfo> ListDatasets() = 0;
 
   // ---- Range operations (include/ftl/range.h). Durable when they return;
   // concurrent calls are group-committed into shared notes.

@@ -124,6 +124,7 @@ void EncodeCheckpointInto(const MapState& state, const log::Uuid& uuid, uint64_t
       e.U32(a.count);
       e.U8(a.bits);
     }
+    e.U8(uint8_t(v->dataset));
   }
   e.U32(state.next_tree_id());
   std::span<const std::byte> body(out->data() + body_at, out->size() - body_at);
@@ -285,6 +286,7 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     uint32_t root;
     uint64_t mapped;
     uint8_t kind = 0;
+    uint8_t dataset = 0;
     bool read_only = false;
     uint32_t origin = kNoTree;
     std::string origin_name;
@@ -319,6 +321,10 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
         v.attrs.push_back(a);
       }
     }
+    if (version >= 3) {
+      v.dataset = d.U8();
+      if (v.dataset > log::kMaxDatasetKind) return fail("bad dataset kind");
+    }
     if (v.root != uint32_t(-1)) {
       if (v.root >= nodes.size()) return fail("bad root index");
       ++nodes[v.root]->refs;
@@ -341,6 +347,7 @@ absl::StatusOr<LoadedCheckpoint> DecodeCheckpoint(std::span<const std::byte> byt
     VolumeMeta* meta = state->AddVolume(v.id, v.name, v.size);
     if (v.root != uint32_t(-1)) meta->tree.AdoptRoot(nodes[v.root], v.mapped);
     meta->kind = TreeKind(v.kind);
+    meta->dataset = DatasetKind(v.dataset);
     meta->read_only = v.read_only;
     meta->origin = v.origin;
     meta->origin_name = std::move(v.origin_name);

@@ -26,9 +26,11 @@
 //                 | origin u32 | origin_name string | parent u32
 //                 | created_ns u64 | seq u64
 //                 | attr_count u32 | (lba u32 | count u32 | bits u8){attr_count}
+//                 | dataset u8 (ftl::DatasetKind: 0 block, 1 key-value)
 //
 // Version 1 (format version 1) lacks everything after mapped_blocks and
-// next_tree_id; it still loads.
+// next_tree_id, version 2 (format versions 2-4) the dataset kind (every
+// tree a block volume); both still load.
 // Nodes shared by several trees are written once, so a checkpoint is
 // proportional to distinct nodes. Validity bitmaps and live counts are not
 // stored: loading derives them from the VBA table.
@@ -45,7 +47,7 @@ namespace ftl::checkpoint {
 using state::MapState;
 
 inline constexpr uint64_t kCheckpointMagic = 0x54504b43444c5446ull;  // "FTLDCKPT"
-inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointVersion = 3;
 
 // Serialises `state` as of `next_seq` (the first seq not covered).
 std::vector<std::byte> EncodeCheckpoint(const MapState& state, const log::Uuid& uuid,

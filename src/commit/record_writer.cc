@@ -48,6 +48,7 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
         log::Op& o = op.op;
         if (r->note) {
           if (o.type == log::OpType::kTree) o.tree.id = next_tree;
+          if (o.type == log::OpType::kDataset) o.dataset.id = next_tree;
           ok = map.ValidateNote(o, dropped);
           if (!ok.ok()) break;
           if (o.type == log::OpType::kDrop) dropped.push_back(o.drop);
@@ -69,10 +70,11 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
       catalog |= r->barrier;
       for (ReqOp& op : r->ops) {
         log::Op& o = op.op;
-        if (o.type == log::OpType::kTree) ++next_tree;
+        if (o.type == log::OpType::kTree || o.type == log::OpType::kDataset) ++next_tree;
         // Catalogue notes go with barrier requests; the op types decide.
         catalog |= o.type == log::OpType::kTree || o.type == log::OpType::kDrop ||
-                   o.type == log::OpType::kRollback || o.type == log::OpType::kAttr;
+                   o.type == log::OpType::kRollback || o.type == log::OpType::kAttr ||
+                   o.type == log::OpType::kDataset;
         if (!r->note) {
           if (o.type == log::OpType::kWrite) {
             map.PlanWrite(o.write.vol, o.write.lba, o.write.count(), &o.write.vba);

@@ -88,12 +88,19 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
       if (!snap_names.insert(v->origin_name + "@" + v->name).second)
         problem(absl::StrFormat("%s: name used twice", what));
       if (!v->read_only) problem(absl::StrFormat("%s: not read-only", what));
+      // A snapshot holds what its volume holds (datasets: DATASET notes).
+      if (const VolumeMeta* o = st.volume(v->origin); o && !o->is_snapshot() && o->dataset != v->dataset)
+        problem(absl::StrFormat("%s: dataset kind %d, its volume's is %d", what, int(v->dataset),
+                                int(o->dataset)));
     } else {
       if (!vol_names.insert(v->name).second) problem(absl::StrFormat("%s: name used twice", what));
       if (v->origin != kNoTree) {
         const VolumeMeta* o = st.volume(v->origin);
         if (!o || !o->is_snapshot())
           problem(absl::StrFormat("%s: activated from %d, which is no snapshot", what, v->origin));
+        else if (o->dataset != v->dataset)
+          problem(absl::StrFormat("%s: dataset kind %d, its snapshot's is %d", what,
+                                  int(v->dataset), int(o->dataset)));
       }
     }
     for (const map::AttrRange& a : v->attrs.All()) {

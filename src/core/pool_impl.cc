@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "media/aligned_buffer.h"
 #include "recovery/recovery.h"
+#include "state/resolve.h"
 #include "util/logging.h"
 
 namespace ftl::core {
@@ -202,17 +203,22 @@ absl::Status PoolImpl::Close() {
 
 void PoolImpl::RefreshVolumes() {
   std::vector<VolumeRegistry::Live> live;
+  std::vector<uint32_t> snapshots;
   {
     absl::ReaderMutexLock l(&state_.map_mu);
     for (const auto& [id, v] : state_.map->volumes()) {
-      if (v->is_snapshot()) continue;
+      if (v->is_snapshot()) {
+        snapshots.push_back(id);
+        continue;
+      }
       live.push_back({id, v->name, v->size_blocks, read_only_ || v->read_only,
-                      (v->attrs.union_bits() & log::kAttrImmutable) != 0});
+                      (v->attrs.union_bits() & log::kAttrImmutable) != 0, v->dataset});
     }
     checkpointer_.NoteMapSize(state_.map->tree_context()->leaves,
                               state_.map->tree_context()->inners);
   }
   volumes_.Sync(&volume_ctx_, live);
+  volumes_.SyncSnapshots(snapshots);
 }
 
 absl::Status PoolImpl::CheckMetadataRoom(uint32_t reserve_divisor) {
@@ -230,6 +236,27 @@ absl::StatusOr<Volume*> PoolImpl::ActivateSnapshot(const std::string& volume,
   if (!name.ok()) return name.status();
   Volume* v = GetVolume(*name);
   if (!v) return absl::InternalError("activated volume missing after its note");
+  return v;
+}
+
+absl::StatusOr<Volume*> PoolImpl::SnapshotVolume(const std::string& volume,
+                                                 const std::string& snapshot) {
+  // Made under map_mu shared: a snapshot deleted after this check is
+  // dropped by a record applied later, and the refresh after that record
+  // marks the view gone (RefreshVolumes).
+  absl::ReaderMutexLock l(&state_.map_mu);
+  absl::StatusOr<uint32_t> id =
+      state::ResolveTree(*state_.map, absl::StrCat(volume, "@", snapshot), true);
+  if (!id.ok()) return id.status();
+  const state::VolumeMeta* s = state_.map->volume(*id);
+  return volumes_.Snapshot(&volume_ctx_, *id, state::SnapshotRef(*s), s->size_blocks, s->dataset);
+}
+
+absl::StatusOr<Volume*> PoolImpl::CreateDataset(const std::string& name, DatasetKind kind,
+                                                uint64_t size_bytes) {
+  if (absl::Status s = catalogue_.CreateDataset(name, kind, size_bytes); !s.ok()) return s;
+  Volume* v = GetVolume(name);
+  if (!v) return absl::InternalError("dataset missing after its note");
   return v;
 }
 

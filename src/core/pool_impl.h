@@ -11,7 +11,7 @@
 //   commit::Committer        queues, group commit, the writer thread
 //     SegmentAllocator, SlotClassifier, RecordWriter (its parts)
 //   gc::Relocator + Cleaner  victim choice, relocation, segment release
-//   snap::Catalogue          snapshots and range attributes
+//   snap::Catalogue          snapshots, datasets and range attributes
 //   range::RangeOps          clone, move, merge
 //   VolumeRegistry           the Volume objects (core/volume_impl.h)
 //
@@ -90,6 +90,14 @@ class PoolImpl : public Pool {
   std::string VolumeOrigin(const std::string& volume) override {
     return catalogue_.VolumeOrigin(volume);
   }
+  absl::StatusOr<Volume*> SnapshotVolume(const std::string& volume,
+                                         const std::string& snapshot) override;
+  absl::StatusOr<Volume*> CreateDataset(const std::string& name, DatasetKind kind,
+                                        uint64_t size_bytes) override;
+  absl::Status DestroyDataset(const std::string& name, bool force) override {
+    return catalogue_.DestroyDataset(name, force);
+  }
+  std::vector<DatasetInfo> ListDatasets() override { return catalogue_.ListDatasets(read_only_); }
   absl::Status ApplyRangeOps(const std::vector<RangeOp>& ops) override { return ranges_.Apply(ops); }
   void ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,
                           std::function<void(absl::Status)> done) override {

@@ -1,6 +1,7 @@
 // Volume entry points: validation, read path, read-modify-write for partial
 // blocks, splitting at the atomic size.
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -217,6 +218,67 @@ absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data,
     n.Notify();
   });
   n.WaitForNotification();
+  return result;
+}
+
+absl::Status VolumeImpl::WriteAtomic(std::span<const Piece> pieces, bool fua) {
+  if (gone()) return absl::UnavailableError(name_ + " was removed");
+  if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
+  // The pieces by offset (empty ones ignored), to check overlaps and to
+  // take the range locks in ascending order.
+  std::vector<const Piece*> sorted;
+  uint64_t total = 0;
+  size_t payload = 0;
+  for (const Piece& p : pieces) {
+    if (p.offset % kBlockSize != 0 || p.data.size() % kBlockSize != 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "atomic write piece [%d, +%d) of %s is not 4096-byte aligned", p.offset, p.data.size(),
+          name_));
+    if (p.data.empty()) continue;
+    if (absl::Status s = CheckRange(p.offset, p.data.size(), true); !s.ok()) return s;
+    total += p.data.size();
+    payload += log::WritePayloadBytes(p.data.size() / kBlockSize);
+    sorted.push_back(&p);
+  }
+  if (total > ctx_->geo->max_atomic_bytes)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "atomic write of %d bytes is larger than the atomic size (%d bytes)", total,
+        ctx_->geo->max_atomic_bytes));
+  // One record holds them all: its header must describe every piece.
+  if (log::HeaderBlocksFor(payload) > log::kMaxHeaderBlocks)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "atomic write of %d pieces does not fit one record header", sorted.size()));
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Piece* a, const Piece* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i - 1]->offset + sorted[i - 1]->data.size() > sorted[i]->offset)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "atomic write pieces at %d and %d of %s overlap", sorted[i - 1]->offset,
+          sorted[i]->offset, name_));
+  }
+  for (const Piece* p : sorted) {
+    if (absl::Status s = CheckWritable(p->offset, p->data.size()); !s.ok()) return s;
+  }
+  if (sorted.empty()) return absl::OkStatus();
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  write_bytes_.fetch_add(total, std::memory_order_relaxed);
+  RangeLock& locks = *ctx_->range_lock;
+  std::vector<uint64_t> tickets;
+  auto* r = new commit::Request;
+  r->fua = fua;
+  r->splittable = false;  // one record, all or nothing
+  for (const Piece* p : sorted) {
+    const Bno b0 = Bno(p->offset / kBlockSize);
+    const Bno n = Bno(p->data.size() / kBlockSize);
+    tickets.push_back(locks.Lock(id_, b0, uint64_t(b0) + n, false));
+    std::vector<uint32_t> csum(n);
+    for (Bno k = 0; k < n; ++k) {
+      csum[k] = util::BlockChecksum(p->data.subspan(size_t(k) * kBlockSize, kBlockSize));
+    }
+    r->ops.push_back(commit::ReqOp::Write(id_, b0, std::move(csum), p->data.data()));
+  }
+  absl::Status result = ctx_->committer->SubmitAndWait(r);
+  for (uint64_t t : tickets) locks.Unlock(t);
   return result;
 }
 

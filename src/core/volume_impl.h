@@ -3,11 +3,14 @@
 // each request, the read path (lookup, pin, media read, checksum check),
 // read-modify-write of partial blocks, and writes split at the atomic size
 // into requests for the committer (docs/architecture.md, "An NBD write",
-// "An NBD read").
+// "An NBD read"); atomic multi-range writes (WriteAtomic: one request, one
+// record). The same class serves read-only views of snapshots
+// (Pool::SnapshotVolume).
 //
 // Thread safety: every method is safe from any thread. Writes to the same
 // blocks are ordered by the range lock (core/range_lock.h), taken before
-// any other lock.
+// any other lock; WriteAtomic takes one per piece, in ascending LBA order
+// (so two of them never wait on each other in a cycle).
 
 #include <atomic>
 #include <cstdint>
@@ -40,8 +43,10 @@ struct VolumeContext {
 
 class VolumeImpl : public Volume {
  public:
-  VolumeImpl(const VolumeContext* ctx, uint32_t id, std::string name, uint64_t size_blocks, bool ro)
-      : ctx_(ctx), id_(id), name_(std::move(name)), size_blocks_(size_blocks), ro_(ro) {}
+  VolumeImpl(const VolumeContext* ctx, uint32_t id, std::string name, uint64_t size_blocks, bool ro,
+             DatasetKind kind = DatasetKind::kBlock)
+      : ctx_(ctx), id_(id), name_(std::move(name)), size_blocks_(size_blocks), ro_(ro),
+        kind_(kind) {}
   // Set once the volume is removed: every request fails with Unavailable.
   void MarkGone() { gone_.store(true); }
   bool gone() const { return gone_.load(std::memory_order_relaxed); }
@@ -50,6 +55,7 @@ class VolumeImpl : public Volume {
   const std::string& name() const override { return name_; }
   uint64_t size_bytes() const override { return size_blocks_ * kBlockSize; }
   bool read_only() const override { return ro_; }
+  DatasetKind kind() const override { return kind_; }
   uint32_t id() const { return id_; }
 
   absl::Status Read(uint64_t offset, std::span<std::byte> out) override;
@@ -57,6 +63,7 @@ class VolumeImpl : public Volume {
   void WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
                   Callback done) override;
   void WriteAsyncBatch(std::vector<AsyncWrite> writes) override;
+  absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua) override;
   absl::Status Trim(uint64_t offset, uint64_t length, bool fua) override;
   absl::Status WriteZeroes(uint64_t offset, uint64_t length, bool fua, bool no_hole,
                            bool fast_only) override;
@@ -80,6 +87,7 @@ class VolumeImpl : public Volume {
   std::string name_;
   uint64_t size_blocks_;
   bool ro_;
+  DatasetKind kind_;
   std::atomic<bool> gone_{false};
   std::atomic<bool> has_immutable_{false};
   mutable std::atomic<uint64_t> reads_{0}, writes_{0}, trims_{0}, zeroes_{0}, flushes_{0};

@@ -1,5 +1,7 @@
 #include "core/volume_registry.h"
 
+#include <algorithm>
+
 namespace ftl::core {
 
 void VolumeRegistry::Sync(const VolumeContext* ctx, const std::vector<Live>& live) {
@@ -14,7 +16,8 @@ void VolumeRegistry::Sync(const VolumeContext* ctx, const std::vector<Live>& liv
     if (it == volumes_.end() || it->second->gone()) {
       // A reused id (after a drop) gets a fresh object; the old one stays.
       if (it != volumes_.end()) graveyard_.push_back(std::move(it->second));
-      auto v = std::make_unique<VolumeImpl>(ctx, lv.id, lv.name, lv.size_blocks, lv.read_only);
+      auto v = std::make_unique<VolumeImpl>(ctx, lv.id, lv.name, lv.size_blocks, lv.read_only,
+                                            lv.kind);
       it = volumes_.insert_or_assign(lv.id, std::move(v)).first;
     }
     it->second->SetHasImmutable(lv.immutable);
@@ -40,6 +43,25 @@ Volume* VolumeRegistry::Primary() {
   absl::MutexLock l(&mu_);
   auto it = volumes_.find(0);
   return it == volumes_.end() ? nullptr : it->second.get();
+}
+
+Volume* VolumeRegistry::Snapshot(const VolumeContext* ctx, uint32_t id, const std::string& ref,
+                                 uint64_t size_blocks, DatasetKind kind) {
+  absl::MutexLock l(&mu_);
+  auto it = snapshots_.find(id);
+  if (it != snapshots_.end() && !it->second->gone()) return it->second.get();
+  if (it != snapshots_.end()) graveyard_.push_back(std::move(it->second));
+  auto v = std::make_unique<VolumeImpl>(ctx, id, ref, size_blocks, /*ro=*/true, kind);
+  Volume* out = v.get();
+  snapshots_.insert_or_assign(id, std::move(v));
+  return out;
+}
+
+void VolumeRegistry::SyncSnapshots(const std::vector<uint32_t>& live) {
+  absl::MutexLock l(&mu_);
+  for (auto& [id, v] : snapshots_) {
+    if (std::find(live.begin(), live.end(), id) == live.end()) v->MarkGone();
+  }
 }
 
 }  // namespace ftl::core

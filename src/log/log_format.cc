@@ -124,6 +124,7 @@ size_t OpPayloadBytes(const Op& op) {
     case OpType::kRollback: return 9;
     case OpType::kClone: return 21;
     case OpType::kAttr: return 15;
+    case OpType::kDataset: return 1 + 4 + 1 + 1 + 8 + 8 + 2 + op.dataset.name.size();
   }
   return 0;
 }
@@ -227,6 +228,14 @@ void EncodeOps(const std::vector<Op>& ops, Encoder& e) {
         e.U8(op.attr.set);
         e.U8(op.attr.clear);
         break;
+      case OpType::kDataset:
+        e.U32(op.dataset.id);
+        e.U8(op.dataset.kind);
+        e.U8(op.dataset.flags);
+        e.U64(op.dataset.blocks);
+        e.U64(op.dataset.time_ns);
+        e.String(op.dataset.name);
+        break;
     }
   }
 }
@@ -317,6 +326,17 @@ absl::Status DecodeOps(Decoder& d, std::vector<Op>* ops, uint32_t data_blocks) {
         op.attr.count = d.U32();
         op.attr.set = d.U8();
         op.attr.clear = d.U8();
+        break;
+      case OpType::kDataset:
+        op.dataset.id = d.U32();
+        op.dataset.kind = d.U8();
+        op.dataset.flags = d.U8();
+        op.dataset.blocks = d.U64();
+        op.dataset.time_ns = d.U64();
+        op.dataset.name = d.String();
+        if (op.dataset.kind > kMaxDatasetKind) return absl::DataLossError("bad DATASET op kind");
+        if (op.dataset.blocks == 0 || op.dataset.blocks > kMaxDatasetBlocks)
+          return absl::DataLossError("bad DATASET op size");
         break;
       default:
         return absl::DataLossError(absl::StrCat("unknown op type ", int(op.type)));

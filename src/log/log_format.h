@@ -42,15 +42,21 @@
 //                | CLONE  u8=7 | src u32 | src_lba u32 | dst u32 | dst_lba u32
 //                           | count u32
 //                | ATTR   u8=8 | vol u32 | lba u32 | count u32 | set u8 | clear u8
+//                | DATASET u8=10 | id u32 | kind u8 | flags u8 | blocks u64
+//                           | time_ns u64 | name string            (format >= 5)
 //
-// Ops 4-8 are notes (no data blocks; docs/architecture.md, "Records"): TREE creates tree `id`
+// Ops 4-8 and 10 are notes (no data blocks; docs/architecture.md, "Records"): TREE creates tree `id`
 // sharing the tree `src` (kind 1: a snapshot of volume src; kind 0: a volume
 // activated from snapshot src; flags bit 0: read-only); DROP deletes a tree;
 // ROLLBACK makes volume `vol` share snapshot `snap`'s tree; CLONE maps
 // dst[dst_lba, +count) to what src[src_lba, +count) maps (a move is a CLONE
 // plus TRIMs of the source in the same record); ATTR sets/clears attribute
-// bits (1 immutable, 2 non-persistent) on a range. All ops of a record apply
-// in order, so a record of notes is one atomic metadata change.
+// bits (1 immutable, 2 non-persistent) on a range; DATASET creates tree `id`,
+// a new empty volume-kind tree of `blocks` blocks (thin: at most 2^32 - 2,
+// any sum over the pool) holding a dataset of `kind` (0 block volume, 1
+// key-value store: ftl::DatasetKind; flags bit 0: read-only). A dataset is
+// destroyed by DROP. All ops of a record apply in order, so a record of
+// notes is one atomic metadata change.
 //
 // WRITE and RELOC consume the record's data blocks in order. A data block's
 // csum is the low 32 bits of its xxh3. seq is global and gapless: every seq
@@ -86,9 +92,10 @@ namespace ftl::log {
 // has a distinct type for each kind.
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 4;
+inline constexpr uint32_t kFormatVersion = 5;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
-// no JOINED records; opening upgrades the superblock).
+// no JOINED records, version 3 no RELOCP, version 4 no DATASET; opening
+// upgrades the superblock).
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr uint64_t kSuperMagic = 0x5250555344544c46ull;  // "FTLDSUPR"
 inline constexpr uint32_t kRecordMagic = 0x524c5446u;           // "FTLR"
@@ -143,6 +150,7 @@ enum class OpType : uint8_t {
   kRollback = 6,
   kClone = 7,
   kAttr = 8,
+  kDataset = 10,
 };
 
 struct WriteOp {
@@ -177,6 +185,18 @@ struct TreeOp {
   uint64_t time_ns = 0;
   std::string name;
 };
+// DATASET: a new empty tree (docs/architecture.md, "Datasets").
+struct DatasetOp {
+  uint32_t id = 0;
+  uint8_t kind = 0;   // ftl::DatasetKind: 0 block volume, 1 key-value
+  uint8_t flags = 0;  // bit 0: read-only
+  uint64_t blocks = 0;
+  uint64_t time_ns = 0;
+  std::string name;
+};
+// Largest DATASET kind and size (Bno is 32-bit; kNoBlock is no block).
+inline constexpr uint8_t kMaxDatasetKind = 1;
+inline constexpr uint64_t kMaxDatasetBlocks = uint64_t(UINT32_MAX) - 1;
 struct RollbackOp {
   uint32_t vol = 0;
   uint32_t snap = 0;
@@ -208,6 +228,7 @@ struct Op {
   RollbackOp rollback;
   CloneOp clone;
   AttrOp attr;
+  DatasetOp dataset;  // kDataset
   uint32_t data_blocks() const;
 };
 

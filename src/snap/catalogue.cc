@@ -203,6 +203,96 @@ std::string Catalogue::VolumeOrigin(const std::string& volume) {
   return state::SnapshotRef(*s);
 }
 
+absl::Status Catalogue::CreateDataset(const std::string& name, DatasetKind kind,
+                                     uint64_t size_bytes) {
+  if (absl::Status s = CheckName("dataset", name); !s.ok()) return s;
+  if (kind != DatasetKind::kBlock && kind != DatasetKind::kKv)
+    return absl::InvalidArgumentError(absl::StrCat("unknown dataset kind ", int(kind)));
+  if (size_bytes == 0 || size_bytes % kBlockSize != 0 ||
+      size_bytes / kBlockSize > log::kMaxDatasetBlocks)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "dataset size %d is not a non-zero multiple of 4096 of at most %d bytes", size_bytes,
+        log::kMaxDatasetBlocks * kBlockSize));
+  absl::MutexLock cat(&catalog_mu_);
+  log::Op op;
+  op.type = log::OpType::kDataset;
+  op.dataset.kind = uint8_t(kind);
+  op.dataset.blocks = size_bytes / kBlockSize;
+  op.dataset.time_ns = NowNs();
+  op.dataset.name = name;
+  {
+    absl::ReaderMutexLock l(&state_->map_mu);
+    op.dataset.id = state_->map->next_tree_id();
+    if (absl::Status s = state_->map->ValidateNote(op); !s.ok()) return s;
+  }
+  if (absl::Status s = metadata_room_(16); !s.ok()) return s;
+  return committer_->SubmitNotes({NoteOp(op)}, true);
+}
+
+absl::Status Catalogue::DestroyDataset(const std::string& name, bool force) {
+  absl::MutexLock cat(&catalog_mu_);
+  std::vector<ReqOp> ops;
+  {
+    absl::ReaderMutexLock l(&state_->map_mu);
+    const state::MapState& map = *state_->map;
+    const state::VolumeMeta* v = map.FindVolume(name);
+    if (!v) return absl::NotFoundError(absl::StrCat("no dataset named '", name, "'"));
+    if (v->id == 0)
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, " is the primary volume; it cannot be destroyed"));
+    // Snapshots of it are created and deleted under catalog_mu_ only, so
+    // this list holds until the note is written.
+    std::vector<uint32_t> dropped;
+    for (const auto& [id, s] : map.volumes()) {
+      if (!s->is_snapshot() || s->origin != v->id) continue;
+      if (!force)
+        return absl::FailedPreconditionError(absl::StrCat(
+            name, " has snapshots (", state::SnapshotRef(*s),
+            " ...): delete them first or destroy with force"));
+      for (const auto& [aid, a] : map.volumes()) {
+        if (!a->is_snapshot() && a->origin == id)
+          return absl::FailedPreconditionError(absl::StrCat(
+              "snapshot ", state::SnapshotRef(*s), " of ", name, " is active as volume ",
+              a->name, ": deactivate it first"));
+      }
+      log::Op drop;
+      drop.type = log::OpType::kDrop;
+      drop.drop = id;
+      if (absl::Status st = map.ValidateNote(drop, dropped); !st.ok()) return st;
+      ops.push_back(NoteOp(drop));
+      dropped.push_back(id);
+    }
+    log::Op op;
+    op.type = log::OpType::kDrop;
+    op.drop = v->id;
+    if (absl::Status st = map.ValidateNote(op, dropped); !st.ok()) return st;
+    ops.push_back(NoteOp(op));
+  }
+  return committer_->SubmitNotes(std::move(ops), true, /*frees=*/true);
+}
+
+std::vector<DatasetInfo> Catalogue::ListDatasets(bool pool_read_only) {
+  std::vector<DatasetInfo> out;
+  absl::ReaderMutexLock l(&state_->map_mu);
+  const state::MapState& map = *state_->map;
+  for (const auto& [id, v] : map.volumes()) {
+    if (v->is_snapshot()) continue;
+    DatasetInfo d;
+    d.name = v->name;
+    d.kind = v->dataset;
+    d.size_bytes = v->size_blocks * kBlockSize;
+    d.mapped_bytes = v->tree.mapped_blocks() * kBlockSize;
+    d.read_only = pool_read_only || v->read_only;
+    if (const state::VolumeMeta* o = map.volume(v->origin); o && o->is_snapshot())
+      d.origin = state::SnapshotRef(*o);
+    d.snapshots = map.SnapshotCount(id);
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const DatasetInfo& a, const DatasetInfo& b) { return a.name < b.name; });
+  return out;
+}
+
 absl::Status Catalogue::SetRangeAttr(const std::string& volume, uint64_t offset, uint64_t length,
                                     RangeAttr attr) {
   if (absl::Status s = CheckAligned("offset", offset); !s.ok()) return s;

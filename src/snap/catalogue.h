@@ -1,7 +1,8 @@
 #pragma once
-// Catalogue: the snapshot catalogue and range attributes — create, list,
-// delete, activate, deactivate and roll back snapshots; set and list the
-// attributes of a volume's ranges (docs/architecture.md, "A snapshot
+// Catalogue: the snapshot catalogue, datasets and range attributes —
+// create, list, delete, activate, deactivate and roll back snapshots;
+// create, list and destroy datasets (docs/architecture.md, "Datasets");
+// set and list the attributes of a volume's ranges (docs/architecture.md, "A snapshot
 // create"). Each change is one note (commit/request.h) committed alone and
 // synced; the committer validates it against the current state right
 // before writing it (MapState::ValidateNote), so a name check and its note
@@ -44,6 +45,15 @@ class Catalogue {
   absl::Status DeactivateVolume(const std::string& name);
   absl::Status Rollback(const std::string& volume, const std::string& snapshot, bool force);
   std::string VolumeOrigin(const std::string& volume);
+  // A new empty tree (one DATASET note). InvalidArgument (name, kind,
+  // size), AlreadyExists, ResourceExhausted (metadata area).
+  absl::Status CreateDataset(const std::string& name, DatasetKind kind, uint64_t size_bytes);
+  // Drops volume `name` (one note; with force its snapshots first, in the
+  // same note). NotFound, FailedPrecondition (primary; snapshots without
+  // force; with force, a snapshot of it activated as a volume).
+  absl::Status DestroyDataset(const std::string& name, bool force);
+  // Every volume-kind tree, by name; read_only adds `pool_read_only`.
+  std::vector<DatasetInfo> ListDatasets(bool pool_read_only);
   absl::Status SetRangeAttr(const std::string& volume, uint64_t offset, uint64_t length,
                             RangeAttr attr);
   absl::StatusOr<std::vector<AttrExtent>> RangeAttrs(const std::string& volume);

@@ -46,6 +46,12 @@ const VolumeMeta* MapState::FindSnapshot(const std::string& volume, const std::s
   return nullptr;
 }
 
+uint32_t MapState::SnapshotCount(uint32_t id) const {
+  uint32_t n = 0;
+  for (const auto& [tid, v] : volumes_) n += v->is_snapshot() && v->origin == id ? 1 : 0;
+  return n;
+}
+
 uint64_t MapState::mapped_blocks() const {
   uint64_t n = 0;
   for (const auto& [id, v] : volumes_) n += v->tree.mapped_blocks();
@@ -315,6 +321,7 @@ void MapState::ApplyNote(const log::Op& op, uint64_t seq) {
       t->created_ns = op.tree.time_ns;
       t->seq = seq;
       t->origin = src->id;
+      t->dataset = src->dataset;
       if (op.tree.kind == 1) {
         t->kind = TreeKind::kSnapshot;
         t->read_only = true;
@@ -326,6 +333,19 @@ void MapState::ApplyNote(const log::Op& op, uint64_t seq) {
         t->read_only = op.tree.flags & 1;
         t->parent = src->id;
       }
+      break;
+    }
+    case log::OpType::kDataset: {
+      const log::DatasetOp& d = op.dataset;
+      if (volume(d.id) || FindVolume(d.name) || d.blocks == 0 || d.blocks > log::kMaxDatasetBlocks ||
+          d.kind > log::kMaxDatasetKind)
+        return;
+      VolumeMeta* t = AddVolume(d.id, d.name, d.blocks);
+      t->kind = TreeKind::kVolume;
+      t->dataset = DatasetKind(d.kind);
+      t->read_only = d.flags & 1;
+      t->created_ns = d.time_ns;
+      t->seq = seq;
       break;
     }
     case log::OpType::kDrop: {
@@ -409,11 +429,34 @@ absl::Status MapState::ValidateNote(const log::Op& op, const std::vector<uint32_
       }
       return absl::OkStatus();
     }
+    case log::OpType::kDataset: {
+      const log::DatasetOp& d = op.dataset;
+      std::string why;
+      if (!ValidCatalogName(d.name, &why))
+        return absl::InvalidArgumentError(absl::StrCat("bad dataset name '", d.name, "': ", why));
+      if (d.kind > log::kMaxDatasetKind)
+        return absl::InvalidArgumentError(absl::StrCat("unknown dataset kind ", int(d.kind)));
+      if (d.blocks == 0 || d.blocks > log::kMaxDatasetBlocks)
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "dataset size %d blocks is not between 1 and %d", d.blocks, log::kMaxDatasetBlocks));
+      if (volume(d.id) && !gone(d.id))
+        return absl::InternalError(absl::StrCat("tree id ", d.id, " is in use"));
+      if (const VolumeMeta* v = FindVolume(d.name); v && !gone(v->id))
+        return absl::AlreadyExistsError(absl::StrCat("volume ", d.name, " already exists"));
+      // Snapshots keep the name of the volume they were taken of after it
+      // goes; a new tree of that name would take them over.
+      for (const auto& [id, v] : volumes_) {
+        if (v->is_snapshot() && v->origin_name == d.name && !gone(id))
+          return absl::AlreadyExistsError(absl::StrCat(
+              "snapshot ", v->origin_name, "@", v->name, " of a removed volume ", d.name,
+              " still exists; delete it first"));
+      }
+      return absl::OkStatus();
+    }
     case log::OpType::kDrop: {
       const VolumeMeta* v = volume(op.drop);
       if (!v || gone(op.drop)) return absl::NotFoundError("no such tree");
-      if (!v->is_snapshot() && v->origin == kNoTree)
-        return absl::FailedPreconditionError("the primary volume cannot be removed");
+      if (v->id == 0) return absl::FailedPreconditionError("the primary volume cannot be removed");
       if (v->is_snapshot()) {
         for (const auto& [id, o] : volumes_) {
           if (!o->is_snapshot() && o->origin == v->id && !gone(o->id))

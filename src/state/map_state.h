@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "ftl/pool.h"
 #include "map/attr_map.h"
 #include "log/log_format.h"
 #include "log/segment_table.h"
@@ -30,13 +31,18 @@ inline constexpr uint32_t kNoTree = UINT32_MAX;
 enum class TreeKind : uint8_t { kVolume = 0, kSnapshot = 1 };
 
 // One tree of the catalogue: a volume (writable unless read_only) or a
-// snapshot (frozen). Volumes and snapshots share one id space.
+// snapshot (frozen). Volumes and snapshots share one id space. Tree 0 is
+// the primary volume (made at format; it cannot be removed).
 struct VolumeMeta {
   uint32_t id = 0;
   std::string name;
   uint64_t size_blocks = 0;
   map::ExtentTree tree;
   TreeKind kind = TreeKind::kVolume;
+  // What the tree holds (docs/architecture.md, "Datasets"): set by the
+  // DATASET note that created it; a snapshot takes its volume's, a volume
+  // activated from a snapshot the snapshot's.
+  DatasetKind dataset = DatasetKind::kBlock;
   bool read_only = false;
   // Snapshot: the volume it was taken of. Volume: the snapshot it was
   // activated from (kNoTree for the primary).
@@ -81,6 +87,9 @@ class MapState {
   const VolumeMeta* FindSnapshot(const std::string& volume, const std::string& name) const;
   uint32_t next_tree_id() const { return next_tree_id_; }
   void set_next_tree_id(uint32_t id) { next_tree_id_ = id; }
+
+  // Snapshots taken of volume `id` (by origin id).
+  uint32_t SnapshotCount(uint32_t id) const;
 
   // Checks that a note op can apply to the current state (trees exist and
   // have the right kind, ranges in bounds, names free, targets writable).

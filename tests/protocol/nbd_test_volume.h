@@ -74,6 +74,12 @@ class TestVolume : public Volume {
     stats_.write_bytes += in.size();
     return absl::OkStatus();
   }
+  absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua) override {
+    for (const Piece& p : pieces) {
+      if (auto s = Write(p.offset, p.data, fua); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   void WriteAsync(uint64_t offset, std::span<const std::byte> in, bool fua,
                   Callback done) override {
     std::chrono::milliseconds delay{0};

@@ -158,6 +158,47 @@ TEST(LogFormat, NoteOpsRoundTrip) {
   EXPECT_EQ(util::GetU32(buf.data() + 12), payload);
 }
 
+TEST(LogFormat, DatasetOpRoundTripsAndIsChecked) {
+  RecordHeader h;
+  h.seq = 8;
+  Op ds;
+  ds.type = OpType::kDataset;
+  ds.dataset = {17, 1, 0, (uint64_t(1) << 28), 987654321, "kv-store"};
+  Op drop;
+  drop.type = OpType::kDrop;
+  drop.drop = 17;
+  h.ops = {ds, drop};
+  std::vector<std::byte> buf(kBlock);
+  EncodeRecordHeader(h, buf);
+  EXPECT_EQ(h.data_blocks, 0u);
+  EXPECT_EQ(util::GetU32(buf.data() + 12), OpPayloadBytes(ds) + OpPayloadBytes(drop));
+  auto d = DecodeRecordHeader(buf);
+  ASSERT_OK(d);
+  ASSERT_EQ(d->ops.size(), 2u);
+  EXPECT_EQ(d->ops[0].type, OpType::kDataset);
+  EXPECT_EQ(d->ops[0].dataset.id, 17u);
+  EXPECT_EQ(d->ops[0].dataset.kind, 1);
+  EXPECT_EQ(d->ops[0].dataset.flags, 0);
+  EXPECT_EQ(d->ops[0].dataset.blocks, uint64_t(1) << 28);
+  EXPECT_EQ(d->ops[0].dataset.time_ns, 987654321u);
+  EXPECT_EQ(d->ops[0].dataset.name, "kv-store");
+  EXPECT_EQ(d->ops[1].drop, 17u);
+  // The wire type is 10, as the grammar says.
+  EXPECT_EQ(uint8_t(buf[kRecordFixedBytes]), 10);
+  // A kind or size no build writes is a damaged header.
+  for (auto bad : {std::pair<uint8_t, uint64_t>{2, 1}, {1, 0}, {0, kMaxDatasetBlocks + 1}}) {
+    h.ops = {ds};
+    h.ops[0].dataset.kind = bad.first;
+    h.ops[0].dataset.blocks = bad.second;
+    EncodeRecordHeader(h, buf);
+    EXPECT_TRUE(absl::IsDataLoss(DecodeRecordHeader(buf).status())) << int(bad.first);
+  }
+  h.ops = {ds};
+  h.ops[0].dataset.blocks = kMaxDatasetBlocks;
+  EncodeRecordHeader(h, buf);
+  EXPECT_OK(DecodeRecordHeader(buf));
+}
+
 TEST(LogFormat, MultiBlockHeader) {
   RecordHeader h;
   h.seq = 1;
@@ -216,8 +257,12 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
   auto bad = enc;
   bad[30] ^= std::byte{1};
   EXPECT_TRUE(absl::IsDataLoss(DecodeSuperblock(bad).status()));
-  sb.format_version = 1;  // older formats still open
-  EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb)));
+  for (uint32_t v = kOldestFormatVersion; v <= kFormatVersion; ++v) {
+    sb.format_version = v;  // older formats still open
+    EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb))) << v;
+  }
+  EXPECT_EQ(kFormatVersion, 5u);  // DATASET notes
+  EXPECT_EQ(kOldestFormatVersion, 1u);
   sb.format_version = 0;
   EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
   sb.format_version = kFormatVersion + 1;

@@ -1,0 +1,207 @@
+// The B+tree of a store (btree.h).
+
+#include "kv/btree.h"
+
+#include "absl/strings/str_format.h"
+
+namespace ftl::kv {
+
+size_t BTree::InlineLimit() const { return buf_->layout().geo.page_bytes / 4; }
+
+absl::Status BTree::Descend(std::string_view key, Path* path) {
+  path->buf = buf_;
+  uint32_t id = 0;
+  for (int depth = 0;; ++depth) {
+    if (depth > 64) return absl::DataLossError("the tree is deeper than 64 levels (a cycle?)");
+    absl::StatusOr<Frame*> f = buf_->Get(id);
+    if (!f.ok()) return f.status();
+    path->frames.push_back(*f);
+    if ((*f)->page.leaf()) return absl::OkStatus();
+    int pos = 0;
+    id = (*f)->page.ChildFor(key, &pos);
+    path->pos.push_back(pos);
+    if (id == kNoPage) return absl::DataLossError(absl::StrFormat("inner page %d has no child", (*f)->id));
+  }
+}
+
+absl::StatusOr<std::string> BTree::ValueOf(const Entry& e) {
+  if (e.blob) return buf_->ReadBlob(*e.blob);
+  return e.value;
+}
+
+absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
+  Path path;
+  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  const Entry* e = path.frames.back()->page.Find(key);
+  if (!e) return std::optional<std::string>();
+  absl::StatusOr<std::string> v = ValueOf(*e);
+  if (!v.ok()) return v.status();
+  return std::optional<std::string>(std::move(*v));
+}
+
+absl::StatusOr<bool> BTree::Contains(std::string_view key) {
+  Path path;
+  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  return path.frames.back()->page.Find(key) != nullptr;
+}
+
+absl::Status BTree::Put(std::string_view key, std::string_view value) {
+  Path path;
+  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  Frame* leaf = path.frames.back();
+  LogEntry e;
+  e.key = std::string(key);
+  if (3 + key.size() + 2 + value.size() <= InlineLimit()) {
+    e.op = LogOp::kPut;
+    e.value = std::string(value);
+  } else {
+    absl::StatusOr<BlobRef> r = buf_->PutBlob(value);
+    if (!r.ok()) return r.status();
+    e.op = LogOp::kPutBlob;
+    e.blob = *r;
+  }
+  if (const Entry* old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
+  if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
+  return SplitIfFull(&path, path.frames.size() - 1);
+}
+
+absl::StatusOr<bool> BTree::Delete(std::string_view key) {
+  Path path;
+  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  Frame* leaf = path.frames.back();
+  const Entry* old = leaf->page.Find(key);
+  if (!old) return false;
+  if (old->blob) buf_->FreeBlob(*old->blob);
+  LogEntry e;
+  e.op = LogOp::kDel;
+  e.key = std::string(key);
+  if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
+  return true;
+}
+
+absl::Status BTree::SplitIfFull(Path* path, size_t level) {
+  Frame* f = path->frames[level];
+  if (f->page.bytes() <= buf_->layout().geo.page_bytes) return absl::OkStatus();
+  if (f->page.count() < 3 && !f->page.leaf())
+    return absl::InternalError("an inner page overflows with fewer than 3 entries");
+  if (level == 0) return SplitRoot(f);
+  Page lower = f->page;
+  std::vector<Entry> upper = lower.SplitUpper();
+  std::string sep = upper.front().key;
+  absl::StatusOr<Frame*> n = buf_->Allocate(f->page.image().type);
+  if (!n.ok()) return n.status();
+  PageImage& img = (*n)->page.image();
+  if (f->page.leaf()) {
+    img.entries = std::move(upper);
+  } else {
+    img.first_child = upper.front().child;
+    img.entries.assign(std::make_move_iterator(upper.begin() + 1), std::make_move_iterator(upper.end()));
+  }
+  (*n)->page.Recount();
+  uint32_t new_id = (*n)->id;
+  buf_->Unpin(*n);
+  LogEntry trunc;
+  trunc.op = LogOp::kTrunc;
+  trunc.key = sep;
+  if (absl::Status s = buf_->Change(f, trunc); !s.ok()) return s;
+  LogEntry child;
+  child.op = LogOp::kChild;
+  child.key = sep;
+  child.child = new_id;
+  Frame* parent = path->frames[level - 1];
+  if (absl::Status s = buf_->Change(parent, child); !s.ok()) return s;
+  return SplitIfFull(path, level - 1);
+}
+
+absl::Status BTree::SplitRoot(Frame* root) {
+  Page lower = root->page;
+  std::vector<Entry> upper = lower.SplitUpper();
+  PageType type = root->page.image().type;
+  absl::StatusOr<Frame*> a = buf_->Allocate(type);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<Frame*> b = buf_->Allocate(type);
+  if (!b.ok()) {
+    buf_->Unpin(*a);
+    return b.status();
+  }
+  std::string sep = upper.front().key;
+  PageImage& ai = (*a)->page.image();
+  ai.first_child = root->page.image().first_child;
+  ai.entries = std::move(lower.image().entries);
+  PageImage& bi = (*b)->page.image();
+  if (type == PageType::kLeaf) {
+    bi.entries = std::move(upper);
+  } else {
+    bi.first_child = upper.front().child;
+    bi.entries.assign(std::make_move_iterator(upper.begin() + 1), std::make_move_iterator(upper.end()));
+  }
+  (*a)->page.Recount();
+  (*b)->page.Recount();
+  // The root is written whole: it becomes an inner page over the two.
+  buf_->MarkRewrite(root);
+  PageImage& ri = root->page.image();
+  ri.type = PageType::kInner;
+  ri.first_child = (*a)->id;
+  Entry e;
+  e.key = sep;
+  e.child = (*b)->id;
+  ri.entries.clear();
+  ri.entries.push_back(std::move(e));
+  root->page.Recount();
+  ++buf_->meta().height;
+  buf_->Unpin(*a);
+  buf_->Unpin(*b);
+  return absl::OkStatus();
+}
+
+absl::Status BTree::ScanPage(uint32_t id, std::string_view from, std::string_view to, size_t limit,
+                             std::vector<std::pair<std::string, std::string>>* out, bool* done) {
+  absl::StatusOr<Frame*> fr = buf_->Get(id);
+  if (!fr.ok()) return fr.status();
+  Frame* f = *fr;
+  absl::Status status;
+  const PageImage& img = f->page.image();
+  if (f->page.leaf()) {
+    for (size_t i = f->page.LowerBound(from); i < img.entries.size(); ++i) {
+      const Entry& e = img.entries[i];
+      if ((!to.empty() && e.key >= to) || out->size() >= limit) {
+        *done = true;
+        break;
+      }
+      absl::StatusOr<std::string> v = ValueOf(e);
+      if (!v.ok()) {
+        status = v.status();
+        break;
+      }
+      out->emplace_back(e.key, std::move(*v));
+    }
+  } else {
+    int pos = 0;
+    f->page.ChildFor(from, &pos);
+    // Children from the one holding `from` on; copy ids first (loading
+    // may evict nothing pinned, but the entries vector may not change).
+    std::vector<std::pair<std::string, uint32_t>> kids;
+    for (int i = pos; i < int(img.entries.size()); ++i)
+      kids.emplace_back(i < 0 ? std::string() : img.entries[size_t(i)].key,
+                        i < 0 ? img.first_child : img.entries[size_t(i)].child);
+    for (const auto& [lo, kid] : kids) {
+      if (!to.empty() && !lo.empty() && lo >= to) {
+        *done = true;
+        break;
+      }
+      status = ScanPage(kid, from, to, limit, out, done);
+      if (!status.ok() || *done) break;
+    }
+  }
+  buf_->Unpin(f);
+  return status;
+}
+
+absl::Status BTree::Scan(std::string_view from, std::string_view to, size_t limit,
+                         std::vector<std::pair<std::string, std::string>>* out) {
+  bool done = false;
+  if (limit == 0) return absl::OkStatus();
+  return ScanPage(0, from, to, limit, out, &done);
+}
+
+}  // namespace ftl::kv

@@ -1,0 +1,62 @@
+#pragma once
+// BTree: the ordered map of a store as a B+tree of pages held by a
+// BufferPool (docs/kv.md, "The tree"). Page 0 is always the root: a root
+// split moves its entries into two new pages, so no pointer to the root
+// ever changes. Leaves hold keys with their values (inline when small,
+// else a reference to a value kept outside pages); inner pages hold
+// separators and children. Every change to an existing page is one log
+// entry (BufferPool::Change); new pages are written whole. Deletes leave
+// pages as they are (no merging of underfull pages).
+//
+// Thread safety: none; the store's lock guards it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kv/buffer_pool.h"
+
+namespace ftl::kv {
+
+class BTree {
+ public:
+  explicit BTree(BufferPool* buf) : buf_(buf) {}
+
+  // The value of `key`, nullopt if absent.
+  absl::StatusOr<std::optional<std::string>> Get(std::string_view key);
+  absl::StatusOr<bool> Contains(std::string_view key);
+  absl::Status Put(std::string_view key, std::string_view value);
+  // Whether the key was there.
+  absl::StatusOr<bool> Delete(std::string_view key);
+  // Keys in [from, to) ("" to: no end), at most `limit`, appended to out.
+  absl::Status Scan(std::string_view from, std::string_view to, size_t limit,
+                    std::vector<std::pair<std::string, std::string>>* out);
+
+  // Largest value kept inline in a leaf with a key of `key_bytes`.
+  size_t InlineLimit() const;
+
+ private:
+  // Pinned frames from the root to the leaf of `key`; pos[i] is the child
+  // position taken in path[i] (inner pages).
+  struct Path {
+    BufferPool* buf;
+    std::vector<Frame*> frames;
+    std::vector<int> pos;
+    ~Path() {
+      for (Frame* f : frames) buf->Unpin(f);
+    }
+  };
+  absl::Status Descend(std::string_view key, Path* path);
+  absl::Status SplitIfFull(Path* path, size_t level);
+  absl::Status SplitRoot(Frame* root);
+  absl::Status ScanPage(uint32_t id, std::string_view from, std::string_view to, size_t limit,
+                        std::vector<std::pair<std::string, std::string>>* out, bool* done);
+  absl::StatusOr<std::string> ValueOf(const Entry& e);
+
+  BufferPool* buf_;
+};
+
+}  // namespace ftl::kv

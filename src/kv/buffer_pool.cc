@@ -1,0 +1,303 @@
+// The buffer manager and in-page logs (buffer_pool.h).
+
+#include "kv/buffer_pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "util/checksum.h"
+
+namespace ftl::kv {
+
+BufferPool::BufferPool(Volume* volume, const Layout& layout, KvMode mode, uint32_t capacity)
+    : volume_(volume), layout_(layout), mode_(mode), capacity_(std::max<uint32_t>(capacity, 16)) {}
+
+void BufferPool::ForEachLogPiece(uint32_t id,
+                                 const std::function<void(uint32_t, size_t, size_t, size_t)>& fn) const {
+  uint32_t lba = layout_.LogLba(id);
+  size_t off = layout_.LogOffset(id), done = 0, total = layout_.log_area_bytes();
+  while (done < total) {
+    size_t n = std::min(total - done, size_t(kBlock) - off);
+    fn(lba, off, done, n);
+    done += n;
+    off = 0;
+    ++lba;
+  }
+}
+
+absl::Status BufferPool::LoadLogBlocks(uint32_t id) {
+  absl::Status status;
+  ForEachLogPiece(id, [&](uint32_t lba, size_t, size_t, size_t) {
+    if (!status.ok()) return;
+    auto it = log_blocks_.find(lba);
+    if (it == log_blocks_.end()) {
+      LogBlock b;
+      b.bytes.resize(kBlock);
+      status = volume_->Read(uint64_t(lba) * kBlock, b.bytes);
+      if (!status.ok()) return;
+      ++stats_.log_reads;
+      it = log_blocks_.emplace(lba, std::move(b)).first;
+    }
+    ++it->second.refs;
+  });
+  return status;
+}
+
+void BufferPool::ReleaseLogBlocks(uint32_t id) {
+  ForEachLogPiece(id, [&](uint32_t lba, size_t, size_t, size_t) {
+    auto it = log_blocks_.find(lba);
+    if (it == log_blocks_.end()) return;
+    if (--it->second.refs == 0 && !it->second.dirty && it->second.inflight == 0) log_blocks_.erase(it);
+  });
+}
+
+std::vector<std::byte> BufferPool::ReadArea(uint32_t id) const {
+  std::vector<std::byte> area(layout_.log_area_bytes());
+  ForEachLogPiece(id, [&](uint32_t lba, size_t boff, size_t aoff, size_t n) {
+    std::memcpy(area.data() + aoff, log_blocks_.at(lba).bytes.data() + boff, n);
+  });
+  return area;
+}
+
+void BufferPool::WriteArea(uint32_t id, size_t area_off, std::span<const std::byte> bytes) {
+  ForEachLogPiece(id, [&](uint32_t lba, size_t boff, size_t aoff, size_t n) {
+    size_t lo = std::max(aoff, area_off), hi = std::min(aoff + n, area_off + bytes.size());
+    if (lo >= hi) return;
+    LogBlock& b = log_blocks_.at(lba);
+    std::memcpy(b.bytes.data() + boff + (lo - aoff), bytes.data() + (lo - area_off), hi - lo);
+    b.dirty = true;
+    dirty_log_lbas_.insert(lba);
+  });
+}
+
+absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
+  std::vector<std::byte> buf(layout_.geo.page_bytes);
+  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
+  ++stats_.page_reads;
+  absl::StatusOr<PageImage> img = DecodePage(buf);
+  if (!img.ok())
+    return absl::DataLossError(absl::StrFormat("page %d: %s", id, img.status().message()));
+  if (img->type == PageType::kNone)
+    return absl::DataLossError(absl::StrFormat("page %d was never written", id));
+  if (!img->has_log) return img;
+  // The log blocks: cached ones as they are, others read for this once.
+  std::vector<std::byte> area(layout_.log_area_bytes());
+  absl::Status status;
+  ForEachLogPiece(id, [&](uint32_t lba, size_t boff, size_t aoff, size_t n) {
+    if (!status.ok()) return;
+    auto it = log_blocks_.find(lba);
+    if (it != log_blocks_.end()) {
+      std::memcpy(area.data() + aoff, it->second.bytes.data() + boff, n);
+      return;
+    }
+    std::vector<std::byte> b(kBlock);
+    status = volume_->Read(uint64_t(lba) * kBlock, b);
+    ++stats_.log_reads;
+    std::memcpy(area.data() + aoff, b.data() + boff, n);
+  });
+  if (!status.ok()) return status;
+  absl::StatusOr<LogArea> log = DecodeLogArea(area);
+  if (!log.ok()) return absl::DataLossError(absl::StrFormat("page %d log: %s", id, log.status().message()));
+  if (log->epoch != img->epoch || log->entries.empty()) return img;
+  Page p(std::move(*img));
+  for (const LogEntry& e : log->entries)
+    if (absl::Status s = p.Apply(e); !s.ok()) return s;
+  return std::move(p.image());
+}
+
+absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
+  auto it = frames_.find(id);
+  if (it != frames_.end()) {
+    ++stats_.buffer_hits;
+    Frame* f = it->second.get();
+    lru_.splice(lru_.begin(), lru_, f->lru);
+    ++f->pins;
+    return f;
+  }
+  ++stats_.buffer_misses;
+  if (id >= root_meta_.next_page)
+    return absl::DataLossError(absl::StrFormat("page %d is past the allocated pages", id));
+  if (absl::Status s = MakeRoom(); !s.ok()) return s;
+  std::vector<std::byte> buf(layout_.geo.page_bytes);
+  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
+  ++stats_.page_reads;
+  absl::StatusOr<PageImage> img = DecodePage(buf);
+  if (!img.ok()) return absl::DataLossError(absl::StrFormat("page %d: %s", id, img.status().message()));
+  if (img->type == PageType::kNone)
+    return absl::DataLossError(absl::StrFormat("page %d was never written", id));
+  auto f = std::make_unique<Frame>();
+  f->id = id;
+  bool has_log = img->has_log;
+  f->page = Page(std::move(*img));
+  if (mode_ != KvMode::kInPlace || has_log) {
+    if (absl::Status s = LoadLogBlocks(id); !s.ok()) return s;
+    absl::StatusOr<LogArea> log = DecodeLogArea(ReadArea(id));
+    if (!log.ok()) {
+      ReleaseLogBlocks(id);
+      return absl::DataLossError(absl::StrFormat("page %d log: %s", id, log.status().message()));
+    }
+    f->log_epoch = log->epoch;
+    f->log_used = log->used;
+    if (log->epoch == f->page.image().epoch) {
+      for (const LogEntry& e : log->entries) {
+        if (absl::Status s = f->page.Apply(e); !s.ok()) {
+          ReleaseLogBlocks(id);
+          return s;
+        }
+      }
+    } else {
+      f->log_used = 0;
+    }
+    if (mode_ == KvMode::kInPlace) ReleaseLogBlocks(id);
+  }
+  f->pins = 1;
+  lru_.push_front(id);
+  f->lru = lru_.begin();
+  Frame* raw = f.get();
+  frames_.emplace(id, std::move(f));
+  stats_.buffer_pages = uint32_t(frames_.size());
+  return raw;
+}
+
+absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
+  uint32_t id = root_meta_.next_page;
+  if (id >= layout_.max_pages())
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the dataset's %d pages are all in use", layout_.max_pages()));
+  if (absl::Status s = MakeRoom(); !s.ok()) return s;
+  ++root_meta_.next_page;
+  auto f = std::make_unique<Frame>();
+  f->id = id;
+  PageImage img;
+  img.type = type;
+  img.epoch = 1;
+  img.has_log = mode_ != KvMode::kInPlace;
+  f->page = Page(std::move(img));
+  if (mode_ != KvMode::kInPlace) {
+    if (absl::Status s = LoadLogBlocks(id); !s.ok()) {
+      --root_meta_.next_page;
+      return s;
+    }
+  }
+  f->rewrite = true;
+  rewrite_ids_.insert(id);
+  f->pins = 1;
+  lru_.push_front(id);
+  f->lru = lru_.begin();
+  Frame* raw = f.get();
+  frames_.emplace(id, std::move(f));
+  stats_.pages = root_meta_.next_page;
+  stats_.buffer_pages = uint32_t(frames_.size());
+  return raw;
+}
+
+void BufferPool::MarkRewrite(Frame* f) {
+  if (f->rewrite) return;
+  f->rewrite = true;
+  ++f->page.image().epoch;  // empties its log
+  f->log_used = 0;
+  rewrite_ids_.insert(f->id);
+}
+
+absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
+  if (absl::Status s = f->page.Apply(e); !s.ok()) return s;
+  if (f->rewrite) return absl::OkStatus();
+  if (mode_ == KvMode::kInPlace) {
+    MarkRewrite(f);
+    return absl::OkStatus();
+  }
+  std::vector<std::byte> entry = EncodeLogEntry(e);
+  size_t room = layout_.log_area_bytes() - kLogHeaderBytes;
+  uint32_t epoch = f->page.image().epoch;
+  if (f->log_epoch != epoch) f->log_used = 0;
+  if (f->log_used + entry.size() > room) {
+    ++stats_.bombs;
+    MarkRewrite(f);
+    return absl::OkStatus();
+  }
+  std::vector<std::byte> header(kLogHeaderBytes);
+  PutLogHeader(header, epoch, f->log_used + entry.size());
+  WriteArea(f->id, kLogHeaderBytes + f->log_used, entry);
+  WriteArea(f->id, 0, header);
+  f->log_epoch = epoch;
+  f->log_used += entry.size();
+  f->dirty_log = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BlobRef> BufferPool::PutBlob(std::string_view value) {
+  uint32_t blocks = uint32_t((value.size() + kBlock - 1) / kBlock);
+  if (blocks == 0) blocks = 1;
+  if (uint64_t(root_meta_.blob_next) + blocks > layout_.blob_blocks)
+    return absl::ResourceExhaustedError("the dataset's area for large values is used up");
+  BlobRef r;
+  r.lba = layout_.blob_base + root_meta_.blob_next;
+  r.len = uint32_t(value.size());
+  r.csum = uint32_t(util::Xxh3(std::as_bytes(std::span(value.data(), value.size()))));
+  root_meta_.blob_next += blocks;
+  blobs_[r.lba] = Blob{std::string(value), false};
+  blob_blocks_pending_ += blocks;
+  ++stats_.blob_writes;
+  return r;
+}
+
+absl::StatusOr<std::string> BufferPool::ReadBlob(const BlobRef& r) {
+  auto it = blobs_.find(r.lba);
+  if (it != blobs_.end()) return it->second.data;
+  size_t blocks = std::max<size_t>(1, (r.len + kBlock - 1) / kBlock);
+  std::vector<std::byte> buf(blocks * kBlock);
+  if (absl::Status s = volume_->Read(uint64_t(r.lba) * kBlock, buf); !s.ok()) return s;
+  std::span<const std::byte> v(buf.data(), r.len);
+  if (uint32_t(util::Xxh3(v)) != r.csum)
+    return absl::DataLossError(absl::StrFormat("value at block %d fails its checksum", r.lba));
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+uint64_t BufferPool::Footprint() const {
+  uint64_t n = dirty_log_lbas_.size() + blob_blocks_pending_;
+  if (mode_ == KvMode::kIplMerge) {
+    std::set<uint32_t> units;
+    for (uint32_t id : rewrite_ids_) units.insert(layout_.UnitOf(id));
+    n += uint64_t(units.size()) * layout_.geo.pages_per_unit * layout_.page_blocks();
+  } else {
+    n += uint64_t(rewrite_ids_.size()) * layout_.page_blocks();
+  }
+  return n;
+}
+
+bool BufferPool::dirty() const {
+  return !dirty_log_lbas_.empty() || !rewrite_ids_.empty() || blob_blocks_pending_ > 0;
+}
+
+void BufferPool::Evict(Frame* f) {
+  if (mode_ != KvMode::kInPlace) ReleaseLogBlocks(f->id);
+  lru_.erase(f->lru);
+  frames_.erase(f->id);
+  ++stats_.evictions;
+  stats_.buffer_pages = uint32_t(frames_.size());
+}
+
+void BufferPool::Trim() {
+  auto it = lru_.end();
+  while (frames_.size() > capacity_ && it != lru_.begin()) {
+    --it;
+    Frame* f = frames_.at(*it).get();
+    if (f->id == 0 || f->pins || f->inflight || f->dirty_log || f->rewrite) continue;
+    auto next = it;
+    ++next;
+    Evict(f);
+    it = next;
+  }
+}
+
+absl::Status BufferPool::MakeRoom() {
+  if (frames_.size() < capacity_) return absl::OkStatus();
+  Trim();
+  if (frames_.size() < capacity_) return absl::OkStatus();
+  // Over capacity until the store flushes at the end of the operation
+  // (never inside one: a page may be over-full until its split is done).
+  return absl::OkStatus();
+}
+
+}  // namespace ftl::kv

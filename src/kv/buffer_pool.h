@@ -1,0 +1,135 @@
+#pragma once
+// BufferPool: the pages of one store in memory (the thesis's buffer
+// manager) and the in-page logs (docs/kv.md, "In-page logging"). It owns
+// - frames: decoded pages, at most `capacity` of them (more only while
+//   every frame is pinned, dirty or in flight), evicted least recently
+//   used first; only clean frames are evicted, so the buffer runs over
+//   its capacity while dirty frames fill it, until the store flushes at
+//   the end of the operation (over_capacity());
+// - log blocks: the 4 KiB blocks of log areas of the pages in the buffer
+//   (a page pins the blocks its log area lies in), as on the media plus
+//   the entries appended since the last flush;
+// - values kept outside pages (blobs) not yet written.
+// A change goes through Change(): applied to the page and, in the IPL
+// modes, appended to its log area; a page whose log cannot take the entry
+// becomes a "bomb" and is written whole at the next flush. The Flusher
+// (flusher.h) reads the dirty state and marks it clean.
+//
+// Thread safety: none; the store's lock (kv_store.cc) guards it. I/O
+// (loading pages) happens under that lock.
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ftl/kv.h"
+#include "ftl/pool.h"
+#include "kv/page.h"
+
+namespace ftl::kv {
+
+struct Frame {
+  uint32_t id = 0;
+  Page page;
+  bool dirty_log = false;  // its log area has entries not yet written
+  bool rewrite = false;    // written whole at the next flush
+  int pins = 0;            // held by a tree operation
+  int inflight = 0;        // in a flush whose write has not completed
+  uint32_t log_epoch = 0;  // epoch of its log area (== page epoch once used)
+  size_t log_used = 0;     // bytes of entries in its log area
+  std::list<uint32_t>::iterator lru;
+};
+
+struct LogBlock {
+  std::vector<std::byte> bytes;  // 4 KiB
+  bool dirty = false;
+  int refs = 0;      // frames whose log area lies in it
+  int inflight = 0;
+};
+
+struct Blob {
+  std::string data;
+  bool inflight = false;
+};
+
+class BufferPool {
+ public:
+  BufferPool(Volume* volume, const Layout& layout, KvMode mode, uint32_t capacity);
+
+  // The page, loaded if needed (and pinned until Unpin). DataLoss if it
+  // fails its checks.
+  absl::StatusOr<Frame*> Get(uint32_t id);
+  void Unpin(Frame* f) { --f->pins; }
+  // A new empty page of `type` (written whole at the next flush), pinned.
+  absl::StatusOr<Frame*> Allocate(PageType type);
+  // Applies `e` to the page and logs it (see above).
+  absl::Status Change(Frame* f, const LogEntry& e);
+  // Marks the page to be written whole (its log is emptied by a new epoch).
+  void MarkRewrite(Frame* f);
+
+  // Blobs.
+  absl::StatusOr<BlobRef> PutBlob(std::string_view value);
+  absl::StatusOr<std::string> ReadBlob(const BlobRef& r);
+  void FreeBlob(const BlobRef& r) { freed_blobs_.push_back(r); }
+
+  // Reads a page and its log from the media without buffering it
+  // (merges of pages not in the buffer).
+  absl::StatusOr<PageImage> ReadUnbuffered(uint32_t id);
+
+  // Blocks a flush would write now.
+  uint64_t Footprint() const;
+  bool dirty() const;
+
+  Meta& meta() { return root_meta_; }
+  KvMode mode() const { return mode_; }
+  const Layout& layout() const { return layout_; }
+  Volume* volume() const { return volume_; }
+  KvStats& stats() { return stats_; }
+  size_t frame_count() const { return frames_.size(); }
+  bool over_capacity() const { return frames_.size() > capacity_; }
+
+  // For the Flusher.
+  std::unordered_map<uint32_t, std::unique_ptr<Frame>>& frames() { return frames_; }
+  std::map<uint32_t, LogBlock>& log_blocks() { return log_blocks_; }
+  std::set<uint32_t>& dirty_log_lbas() { return dirty_log_lbas_; }
+  std::set<uint32_t>& rewrite_ids() { return rewrite_ids_; }
+  std::map<uint32_t, Blob>& blobs() { return blobs_; }
+  std::vector<BlobRef>& freed_blobs() { return freed_blobs_; }
+  uint64_t& blob_blocks_pending() { return blob_blocks_pending_; }
+  // Evicts clean frames beyond capacity (after a flush made some clean).
+  void Trim();
+
+ private:
+  // Each (lba, offset in block, offset in area, length) piece of a page's
+  // log area.
+  void ForEachLogPiece(uint32_t id, const std::function<void(uint32_t, size_t, size_t, size_t)>& fn) const;
+  absl::Status LoadLogBlocks(uint32_t id);
+  void ReleaseLogBlocks(uint32_t id);
+  std::vector<std::byte> ReadArea(uint32_t id) const;
+  void WriteArea(uint32_t id, size_t area_off, std::span<const std::byte> bytes);
+  absl::Status MakeRoom();
+  void Evict(Frame* f);
+
+  Volume* volume_;
+  Layout layout_;
+  KvMode mode_;
+  uint32_t capacity_;
+  std::unordered_map<uint32_t, std::unique_ptr<Frame>> frames_;
+  std::list<uint32_t> lru_;  // front = most recent
+  std::map<uint32_t, LogBlock> log_blocks_;
+  std::set<uint32_t> dirty_log_lbas_;
+  std::set<uint32_t> rewrite_ids_;
+  std::map<uint32_t, Blob> blobs_;  // by lba, not yet written
+  uint64_t blob_blocks_pending_ = 0;
+  std::vector<BlobRef> freed_blobs_;
+  Meta root_meta_;
+  KvStats stats_;
+};
+
+}  // namespace ftl::kv

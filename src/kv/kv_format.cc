@@ -1,0 +1,347 @@
+// Encoding and decoding of the key-value dataset format (kv_format.h), and
+// KvGeometry (include/ftl/kv.h).
+
+#include "kv/kv_format.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "util/checksum.h"
+#include "util/encoding.h"
+
+namespace ftl {
+
+absl::Status KvGeometry::Validate() const {
+  if (page_bytes < 4096 || page_bytes > 65536 || page_bytes % 4096 != 0)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("page size %d: must be a multiple of 4096 from 4096 to 65536", page_bytes));
+  if (pages_per_unit < 1 || pages_per_unit > 1024)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("pages per erase unit %d: must be 1 to 1024", pages_per_unit));
+  if (sectors_per_page < 1 || sectors_per_page > 64)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("log sectors per page %d: must be 1 to 64", sectors_per_page));
+  if (uint64_t(log_sectors_per_unit) < uint64_t(pages_per_unit) * sectors_per_page)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d log sectors per erase unit cannot give %d pages %d sectors each",
+        log_sectors_per_unit, pages_per_unit, sectors_per_page));
+  if (log_sectors_per_unit > 8192)
+    return absl::InvalidArgumentError("at most 8192 log sectors per erase unit");
+  if (unit_blocks() > 256)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("an erase unit of %d blocks: at most 256 (1 MiB)", unit_blocks()));
+  return absl::OkStatus();
+}
+
+uint32_t KvGeometry::unit_blocks() const {
+  uint32_t log_blocks = (log_sectors_per_unit * kSectorBytes + 4095) / 4096;
+  return pages_per_unit * (page_bytes / 4096) + log_blocks;
+}
+
+std::string KvGeometry::ToString() const {
+  return absl::StrFormat("page=%d,pages=%d,sectors=%d,per-page=%d", page_bytes, pages_per_unit,
+                         log_sectors_per_unit, sectors_per_page);
+}
+
+absl::StatusOr<KvGeometry> KvGeometry::Parse(std::string_view text) {
+  KvGeometry g;
+  if (text.empty()) return g;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string part(text.substr(at, comma - at));
+    at = comma + 1;
+    size_t eq = part.find('=');
+    uint32_t v = 0;
+    std::string key = part.substr(0, eq == std::string::npos ? part.size() : eq);
+    if (eq == std::string::npos || !absl::SimpleAtoi(part.substr(eq + 1), &v))
+      return absl::InvalidArgumentError(
+          absl::StrFormat("geometry \"%s\": \"%s\" is not KEY=NUMBER", std::string(text), part));
+    if (key == "page") g.page_bytes = v;
+    else if (key == "pages") g.pages_per_unit = v;
+    else if (key == "sectors") g.log_sectors_per_unit = v;
+    else if (key == "per-page") g.sectors_per_page = v;
+    else
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "geometry \"%s\": unknown key \"%s\" (page, pages, sectors, per-page)", std::string(text), key));
+  }
+  if (absl::Status s = g.Validate(); !s.ok()) return s;
+  return g;
+}
+
+}  // namespace ftl
+
+namespace ftl::kv {
+
+using util::Decoder;
+using util::Encoder;
+
+uint32_t Layout::log_blocks() const {
+  return (geo.log_sectors_per_unit * KvGeometry::kSectorBytes + kBlock - 1) / kBlock;
+}
+
+uint32_t Layout::PageLba(uint32_t page) const {
+  uint32_t unit = page / geo.pages_per_unit, slot = page % geo.pages_per_unit;
+  return unit_base + unit * geo.unit_blocks() + slot * page_blocks();
+}
+
+uint32_t Layout::LogLba(uint32_t page) const {
+  uint32_t unit = page / geo.pages_per_unit, slot = page % geo.pages_per_unit;
+  size_t off = size_t(slot) * log_area_bytes();
+  return unit_base + unit * geo.unit_blocks() + geo.pages_per_unit * page_blocks() +
+         uint32_t(off / kBlock);
+}
+
+size_t Layout::LogOffset(uint32_t page) const {
+  uint32_t slot = page % geo.pages_per_unit;
+  return (size_t(slot) * log_area_bytes()) % kBlock;
+}
+
+absl::StatusOr<Layout> Layout::Plan(const KvGeometry& geo, uint64_t blocks) {
+  if (absl::Status s = geo.Validate(); !s.ok()) return s;
+  blocks = std::min<uint64_t>(blocks, 0xFFFFFFF0u);
+  Layout l;
+  l.geo = geo;
+  l.scratch_base = 1;
+  l.scratch_blocks = uint32_t(std::min<uint64_t>(16384, blocks / 16));
+  l.unit_base = l.scratch_base + l.scratch_blocks;
+  uint64_t rest = blocks > l.unit_base ? blocks - l.unit_base : 0;
+  l.unit_count = uint32_t((rest / 2) / geo.unit_blocks());
+  l.blob_base = l.unit_base + l.unit_count * geo.unit_blocks();
+  l.blob_blocks = uint32_t(blocks - l.blob_base);
+  if (l.unit_count < 4 || l.scratch_blocks < 64)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a dataset of %d blocks is too small for erase units of %d blocks", blocks, geo.unit_blocks()));
+  l.created_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count());
+  return l;
+}
+
+std::vector<std::byte> EncodeHeader(const Layout& l) {
+  std::vector<std::byte> out;
+  Encoder e(&out);
+  e.U64(kHeaderMagic);
+  e.U32(kFormatVersion);
+  e.U32(l.geo.page_bytes);
+  e.U32(l.geo.pages_per_unit);
+  e.U32(l.geo.log_sectors_per_unit);
+  e.U32(l.geo.sectors_per_page);
+  e.U32(l.scratch_base);
+  e.U32(l.scratch_blocks);
+  e.U32(l.unit_base);
+  e.U32(l.unit_count);
+  e.U32(l.blob_base);
+  e.U32(l.blob_blocks);
+  e.U64(l.created_ns);
+  e.U64(util::Xxh3(out));
+  out.resize(kBlock);
+  return out;
+}
+
+absl::StatusOr<Layout> DecodeHeader(std::span<const std::byte> block) {
+  Decoder d(block);
+  if (d.U64() != kHeaderMagic) return absl::NotFoundError("no key-value dataset header");
+  Layout l;
+  uint32_t version = d.U32();
+  l.geo.page_bytes = d.U32();
+  l.geo.pages_per_unit = d.U32();
+  l.geo.log_sectors_per_unit = d.U32();
+  l.geo.sectors_per_page = d.U32();
+  l.scratch_base = d.U32();
+  l.scratch_blocks = d.U32();
+  l.unit_base = d.U32();
+  l.unit_count = d.U32();
+  l.blob_base = d.U32();
+  l.blob_blocks = d.U32();
+  l.created_ns = d.U64();
+  size_t body = d.pos();
+  uint64_t sum = d.U64();
+  if (!d.ok() || util::Xxh3(block.first(body)) != sum)
+    return absl::DataLossError("key-value dataset header fails its checksum");
+  if (version != kFormatVersion)
+    return absl::FailedPreconditionError(
+        absl::StrFormat("key-value dataset format %d; this build reads %d", version, kFormatVersion));
+  if (absl::Status s = l.geo.Validate(); !s.ok()) return s;
+  return l;
+}
+
+size_t EntryBytes(PageType type, const Entry& e) {
+  if (type == PageType::kInner) return 2 + e.key.size() + 4;
+  return 3 + e.key.size() + (e.blob ? 12 : 2 + e.value.size());
+}
+
+void EncodePage(const PageImage& p, std::span<std::byte> out) {
+  std::vector<std::byte> b;
+  b.reserve(out.size());
+  Encoder e(&b);
+  e.U16(kPageMagic);
+  e.U8(uint8_t(p.type));
+  e.U8(p.has_log ? 1 : 0);
+  e.U16(uint16_t(p.entries.size()));
+  e.U16(0);
+  e.U32(p.epoch);
+  e.U32(p.first_child);
+  e.U32(p.meta.next_page);
+  e.U32(p.meta.blob_next);
+  e.U32(p.meta.height);
+  e.U32(0);
+  for (const Entry& x : p.entries) {
+    e.U16(uint16_t(x.key.size()));
+    if (p.type == PageType::kInner) {
+      e.Str(x.key);
+      e.U32(x.child);
+      continue;
+    }
+    e.U8(x.blob ? 1 : 0);
+    e.Str(x.key);
+    if (x.blob) {
+      e.U32(x.blob->lba);
+      e.U32(x.blob->len);
+      e.U32(x.blob->csum);
+    } else {
+      e.U16(uint16_t(x.value.size()));
+      e.Str(x.value);
+    }
+  }
+  std::memcpy(out.data(), b.data(), std::min(b.size(), out.size()));
+  if (b.size() < out.size()) std::memset(out.data() + b.size(), 0, out.size() - b.size());
+}
+
+absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in) {
+  Decoder d(in);
+  PageImage p;
+  uint16_t magic = d.U16();
+  if (magic == 0) {
+    bool zero = std::all_of(in.begin(), in.begin() + std::min<size_t>(in.size(), kPageHeaderBytes),
+                            [](std::byte b) { return b == std::byte{0}; });
+    if (zero) return p;  // never written
+  }
+  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
+  p.type = PageType(d.U8());
+  p.has_log = d.U8() & 1;
+  uint16_t count = d.U16();
+  d.U16();
+  p.epoch = d.U32();
+  p.first_child = d.U32();
+  p.meta.next_page = d.U32();
+  p.meta.blob_next = d.U32();
+  p.meta.height = d.U32();
+  d.U32();
+  if (p.type != PageType::kLeaf && p.type != PageType::kInner)
+    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(p.type)));
+  p.entries.resize(count);
+  for (Entry& x : p.entries) {
+    uint16_t klen = d.U16();
+    if (p.type == PageType::kInner) {
+      x.key = d.Str(klen);
+      x.child = d.U32();
+      continue;
+    }
+    uint8_t vkind = d.U8();
+    x.key = d.Str(klen);
+    if (vkind == 1) {
+      BlobRef r;
+      r.lba = d.U32();
+      r.len = d.U32();
+      r.csum = d.U32();
+      x.blob = r;
+    } else {
+      x.value = d.Str(d.U16());
+    }
+  }
+  if (!d.ok()) return absl::DataLossError("page entries run past its end");
+  return p;
+}
+
+std::vector<std::byte> EncodeLogEntry(const LogEntry& x) {
+  std::vector<std::byte> b;
+  Encoder e(&b);
+  e.U8(uint8_t(x.op));
+  switch (x.op) {
+    case LogOp::kPut:
+      e.U16(uint16_t(x.key.size()));
+      e.U16(uint16_t(x.value.size()));
+      e.Str(x.key);
+      e.Str(x.value);
+      break;
+    case LogOp::kPutBlob:
+      e.String(x.key);
+      e.U32(x.blob.lba);
+      e.U32(x.blob.len);
+      e.U32(x.blob.csum);
+      break;
+    case LogOp::kDel:
+    case LogOp::kTrunc:
+      e.String(x.key);
+      break;
+    case LogOp::kChild:
+      e.String(x.key);
+      e.U32(x.child);
+      break;
+    case LogOp::kMeta:
+      e.U32(x.meta.next_page);
+      e.U32(x.meta.blob_next);
+      e.U32(x.meta.height);
+      break;
+  }
+  return b;
+}
+
+void PutLogHeader(std::span<std::byte> area, uint32_t epoch, size_t used) {
+  area[0] = std::byte{kLogMagic};
+  area[1] = std::byte{0};
+  util::PutU16(&area[2], uint16_t(used));
+  util::PutU32(&area[4], epoch);
+}
+
+absl::StatusOr<LogArea> DecodeLogArea(std::span<const std::byte> area) {
+  LogArea a;
+  if (area[0] != std::byte{kLogMagic}) return a;  // never written: empty
+  a.used = util::GetU16(&area[2]);
+  a.epoch = util::GetU32(&area[4]);
+  if (a.used > area.size() - kLogHeaderBytes) return absl::DataLossError("log area overflows");
+  Decoder d(area.subspan(kLogHeaderBytes, a.used));
+  while (d.ok() && d.remaining() > 0) {
+    LogEntry x;
+    x.op = LogOp(d.U8());
+    switch (x.op) {
+      case LogOp::kPut: {
+        uint16_t kl = d.U16(), vl = d.U16();
+        x.key = d.Str(kl);
+        x.value = d.Str(vl);
+        break;
+      }
+      case LogOp::kPutBlob:
+        x.key = d.String();
+        x.blob.lba = d.U32();
+        x.blob.len = d.U32();
+        x.blob.csum = d.U32();
+        break;
+      case LogOp::kDel:
+      case LogOp::kTrunc:
+        x.key = d.String();
+        break;
+      case LogOp::kChild:
+        x.key = d.String();
+        x.child = d.U32();
+        break;
+      case LogOp::kMeta:
+        x.meta.next_page = d.U32();
+        x.meta.blob_next = d.U32();
+        x.meta.height = d.U32();
+        break;
+      default:
+        return absl::DataLossError(absl::StrFormat("log entry of unknown op %d", int(x.op)));
+    }
+    if (d.ok()) a.entries.push_back(std::move(x));
+  }
+  if (!d.ok()) return absl::DataLossError("log entry runs past the log's end");
+  return a;
+}
+
+}  // namespace ftl::kv

@@ -1,0 +1,161 @@
+#pragma once
+// On-media format of a key-value dataset (docs/kv.md). A dataset is a
+// volume-like tree of the pool (include/ftl/pool.h, DatasetKind::kKv);
+// its blocks (4 KiB, "lba" = block of the dataset) are laid out as:
+//
+//   dataset   := header scratch unit{unit_count} ... blob_area
+//   header    := (block 0) magic u64 "FTLKVDS1" | version u32
+//                | page_bytes u32 | pages_per_unit u32
+//                | log_sectors_per_unit u32 | sectors_per_page u32
+//                | scratch_base u32 | scratch_blocks u32 | unit_base u32
+//                | unit_count u32 | blob_base u32 | blob_blocks u32
+//                | created_ns u64 | xxh3 u64 (of everything before it)
+//   scratch   := blocks with the pool's non-persistent attribute: a flush
+//                too large for one atomic write lands here first and is
+//                moved into place by one range-move note
+//   unit      := page{pages_per_unit} log_area   (an erase unit)
+//   page      := (page_bytes) magic u16 "KP" | type u8 | flags u8
+//                | count u16 | pad u16 | epoch u32 | first_child u32
+//                | next_page u32 | blob_next u32 | height u32 | pad u32
+//                | entry{count} | zeros
+//   entry     := leaf:  klen u16 | vkind u8 | key
+//                         | (vkind 0) vlen u16 | value
+//                         | (vkind 1) blob
+//                | inner: klen u16 | key | child u32
+//   blob      := lba u32 | len u32 | xxh3_lo u32   (value in the blob area:
+//                ceil(len / 4096) blocks from lba)
+//   log_area  := (log_sectors_per_unit * 512 bytes, padded to whole
+//                blocks) the log of page i is sectors
+//                [i * sectors_per_page, +sectors_per_page):
+//                magic u8 0xA7 | pad u8 | used u16 | epoch u32 | log_entry*
+//   log_entry := PUT u8=1 | klen u16 | vlen u16 | key | value
+//                | PUTBLOB u8=2 | klen u16 | key | blob
+//                | DEL u8=3 | klen u16 | key
+//                | TRUNC u8=4 | klen u16 | key        (drop keys >= key)
+//                | CHILD u8=5 | klen u16 | key | child u32
+//                | META u8=6 | next_page u32 | blob_next u32 | height u32
+//
+// A page's log applies to it only if the log's epoch equals the page's:
+// writing a page whole increments its epoch, which empties its log
+// without writing the log area. flags bit 0 ("has log"): the page's log
+// area may hold entries (pages written by the in-place mode clear it, so
+// reading them needs no log read). Page 0 is the root; its next_page,
+// blob_next and height are the store's allocation state. Type 0 (all
+// zeros) is a page never written. The pool checksums every block, so a
+// page or log area is never torn: each flush is one atomic write
+// (docs/kv.md, "Flushes").
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ftl/kv.h"
+
+namespace ftl::kv {
+
+inline constexpr uint64_t kHeaderMagic = 0x315344564b4c5446ull;  // "FTLKVDS1"
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint16_t kPageMagic = 0x504b;                   // "KP"
+inline constexpr uint8_t kLogMagic = 0xA7;
+inline constexpr uint32_t kBlock = 4096;
+inline constexpr size_t kPageHeaderBytes = 32;
+inline constexpr size_t kLogHeaderBytes = 8;
+inline constexpr uint32_t kNoPage = UINT32_MAX;
+
+// Where things are in a dataset (header above).
+struct Layout {
+  KvGeometry geo;
+  uint32_t scratch_base = 0, scratch_blocks = 0;
+  uint32_t unit_base = 0, unit_count = 0;
+  uint32_t blob_base = 0, blob_blocks = 0;
+  uint64_t created_ns = 0;
+
+  // Lays out a dataset of `blocks` blocks; InvalidArgument if too small.
+  static absl::StatusOr<Layout> Plan(const KvGeometry& geo, uint64_t blocks);
+  uint32_t page_blocks() const { return geo.page_bytes / kBlock; }
+  uint32_t log_blocks() const;
+  uint32_t max_pages() const { return unit_count * geo.pages_per_unit; }
+  uint32_t UnitOf(uint32_t page) const { return page / geo.pages_per_unit; }
+  uint32_t PageLba(uint32_t page) const;
+  // The page's log area: byte offset from the first log block of its unit,
+  // and that block's lba.
+  uint32_t LogLba(uint32_t page) const;
+  size_t LogOffset(uint32_t page) const;
+  size_t log_area_bytes() const { return size_t(geo.sectors_per_page) * KvGeometry::kSectorBytes; }
+};
+
+std::vector<std::byte> EncodeHeader(const Layout& l);
+// NotFound if the magic is absent; DataLoss on a checksum mismatch;
+// InvalidArgument for a geometry this build refuses.
+absl::StatusOr<Layout> DecodeHeader(std::span<const std::byte> block);
+
+struct BlobRef {
+  uint32_t lba = 0;
+  uint32_t len = 0;
+  uint32_t csum = 0;
+  bool operator==(const BlobRef&) const = default;
+};
+
+// One key of a page: a leaf's value (inline or blob) or an inner child.
+struct Entry {
+  std::string key;
+  std::string value;                // leaf, inline
+  std::optional<BlobRef> blob;      // leaf, value in the blob area
+  uint32_t child = kNoPage;         // inner
+};
+
+enum class PageType : uint8_t { kNone = 0, kLeaf = 1, kInner = 2 };
+
+// Root allocation state (kept in page 0's header).
+struct Meta {
+  uint32_t next_page = 1;
+  uint32_t blob_next = 0;
+  uint32_t height = 1;
+  bool operator==(const Meta&) const = default;
+};
+
+// A decoded page.
+struct PageImage {
+  PageType type = PageType::kNone;
+  bool has_log = true;
+  uint32_t epoch = 0;
+  uint32_t first_child = kNoPage;  // inner: child for keys below entries[0]
+  Meta meta;                       // meaningful in page 0
+  std::vector<Entry> entries;      // sorted by key
+};
+
+// Encoded size of one entry in a page of `type`.
+size_t EntryBytes(PageType type, const Entry& e);
+// Encodes into `out` (page_bytes long). REQUIRES: it fits.
+void EncodePage(const PageImage& p, std::span<std::byte> out);
+// DataLoss if the page is malformed; an all-zero page is type kNone.
+absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in);
+
+enum class LogOp : uint8_t { kPut = 1, kPutBlob = 2, kDel = 3, kTrunc = 4, kChild = 5, kMeta = 6 };
+
+struct LogEntry {
+  LogOp op = LogOp::kPut;
+  std::string key;
+  std::string value;
+  BlobRef blob;
+  uint32_t child = kNoPage;
+  Meta meta;
+};
+
+std::vector<std::byte> EncodeLogEntry(const LogEntry& e);
+// A log area: its header and entries. An area whose magic is absent
+// (never written) holds nothing. DataLoss if malformed.
+struct LogArea {
+  uint32_t epoch = 0;
+  std::vector<LogEntry> entries;
+  size_t used = 0;  // bytes of entries
+};
+absl::StatusOr<LogArea> DecodeLogArea(std::span<const std::byte> area);
+// Writes an empty log area header of `epoch` with `used` bytes of entries.
+void PutLogHeader(std::span<std::byte> area, uint32_t epoch, size_t used);
+
+}  // namespace ftl::kv

@@ -1,0 +1,377 @@
+// KvStore: opening, the public calls, group commit (kv_store.h).
+
+#include "kv/kv_store.h"
+
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "ftl/tree_ref.h"
+
+namespace ftl {
+
+namespace {
+
+constexpr uint64_t kDatasetBytes = 1ull << 40;  // thin: 1 TiB of addresses
+
+absl::Status CheckKey(std::string_view key) {
+  if (key.empty()) return absl::InvalidArgumentError("empty key");
+  if (key.size() > kMaxKeyBytes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("key of %d bytes: at most %d", key.size(), kMaxKeyBytes));
+  return absl::OkStatus();
+}
+
+absl::Status CheckValue(std::string_view value) {
+  if (value.size() > kMaxValueBytes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("value of %d bytes: at most %d", value.size(), kMaxValueBytes));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status KvStore::Format(Volume* volume, const KvGeometry& geo) {
+  absl::StatusOr<kv::Layout> l = kv::Layout::Plan(geo, volume->size_bytes() / kv::kBlock);
+  if (!l.ok()) return l.status();
+  if (absl::Status s = volume->Trim(0, volume->size_bytes()); !s.ok()) return s;
+  std::vector<std::byte> header = kv::EncodeHeader(*l);
+  kv::PageImage root;
+  root.type = kv::PageType::kLeaf;
+  root.epoch = 1;
+  std::vector<std::byte> page(l->geo.page_bytes);
+  kv::EncodePage(root, page);
+  std::vector<Volume::Piece> pieces = {{0, header},
+                                       {uint64_t(l->PageLba(0)) * kv::kBlock, page}};
+  return volume->WriteAtomic(pieces, true);
+}
+
+absl::Status KvStore::Create(Pool* pool, const std::string& name, const KvGeometry& geo) {
+  if (absl::Status s = geo.Validate(); !s.ok()) return s;
+  absl::StatusOr<Volume*> v = pool->CreateDataset(name, DatasetKind::kKv, kDatasetBytes);
+  if (!v.ok()) return v.status();
+  absl::Status s = Format(*v, geo);
+  if (s.ok()) {
+    absl::StatusOr<kv::Layout> l = kv::Layout::Plan(geo, (*v)->size_bytes() / kv::kBlock);
+    s = pool->SetRangeAttr(name, uint64_t(l->scratch_base) * kv::kBlock,
+                           uint64_t(l->scratch_blocks) * kv::kBlock, RangeAttr::kNonPersistent);
+  }
+  if (!s.ok()) (void)pool->DestroyDataset(name, true);
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<KvStore>> KvStore::Open(Pool* pool, const std::string& ref,
+                                                       const KvOptions& opts) {
+  absl::StatusOr<TreeRef> r = TreeRef::Parse(ref);
+  if (!r.ok()) return r.status();
+  if (r->volume.empty()) return absl::InvalidArgumentError("name a key-value dataset");
+  Volume* v = nullptr;
+  if (r->is_snapshot()) {
+    absl::StatusOr<Volume*> sv = pool->SnapshotVolume(r->volume, r->snapshot);
+    if (!sv.ok()) return sv.status();
+    v = *sv;
+  } else {
+    v = pool->GetVolume(r->volume);
+    if (!v) return absl::NotFoundError("no dataset " + r->volume);
+  }
+  if (v->kind() != DatasetKind::kKv)
+    return absl::FailedPreconditionError(ref + " is not a key-value dataset");
+  KvOptions o = opts;
+  if (o.max_atomic_bytes == 0) o.max_atomic_bytes = pool->geometry().max_atomic_bytes;
+  return kv::KvStoreImpl::OpenOn(v, pool, r->volume, r->is_snapshot() || opts.read_only, o);
+}
+
+absl::StatusOr<std::unique_ptr<KvStore>> KvStore::Open(Volume* volume, const KvOptions& opts) {
+  KvOptions o = opts;
+  if (o.max_atomic_bytes == 0) o.max_atomic_bytes = 256 << 10;
+  return kv::KvStoreImpl::OpenOn(volume, nullptr, "", opts.read_only || volume->read_only(), o);
+}
+
+}  // namespace ftl
+
+namespace ftl::kv {
+
+KvStoreImpl::KvStoreImpl(Volume* volume, Pool* pool, const std::string& name, const Layout& layout,
+                         bool read_only, const KvOptions& opts)
+    : volume_(volume),
+      layout_(layout),
+      read_only_(read_only),
+      buf_(volume, layout, opts.mode, opts.buffer_pages),
+      tree_(&buf_),
+      flusher_(&buf_, pool, name, opts.max_atomic_bytes) {
+  // Dirty blocks the buffer may gather before an unsynced flush: more means
+  // more changes a log block carries per write (docs/kv.md, "Flushes").
+  // Past the atomic size a flush goes through the scratch area, so only a
+  // store opened by name may go past it.
+  uint64_t atomic = flusher_.max_atomic_blocks() / 2;
+  dirty_limit_ = pool ? std::max<uint64_t>(atomic, std::min<uint64_t>(layout.scratch_blocks / 2,
+                                                                       opts.buffer_pages / 4))
+                      : atomic;
+}
+
+absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Pool* pool,
+                                                             const std::string& name,
+                                                             bool read_only, const KvOptions& opts) {
+  std::vector<std::byte> block(kBlock);
+  if (absl::Status s = volume->Read(0, block); !s.ok()) return s;
+  absl::StatusOr<Layout> l = DecodeHeader(block);
+  if (!l.ok()) {
+    if (absl::IsNotFound(l.status()))
+      return absl::FailedPreconditionError(volume->name() + " holds no key-value store");
+    return l.status();
+  }
+  std::unique_ptr<KvStoreImpl> s(new KvStoreImpl(volume, pool, name, *l, read_only, opts));
+  absl::MutexLock lock(&s->mu_);
+  absl::StatusOr<Frame*> root = s->buf_.Get(0);  // next_page starts at 1
+  if (!root.ok()) return root.status();
+  s->buf_.meta() = (*root)->page.image().meta;
+  s->buf_.stats().pages = s->buf_.meta().next_page;
+  s->buf_.Unpin(*root);
+  return std::unique_ptr<KvStore>(std::move(s));
+}
+
+KvStoreImpl::~KvStoreImpl() { (void)Close(); }
+
+absl::Status KvStoreImpl::FlushLocked() {
+  absl::StatusOr<FlushPlan> p = flusher_.Plan(op_seq_);
+  if (!p.ok()) return p.status();
+  absl::Status s = flusher_.Write(*p, false);
+  flusher_.Complete(*p, s);
+  return s;
+}
+
+absl::Status KvStoreImpl::SyncTo(uint64_t seq) {
+  absl::Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::MutexLock f(&flush_mu_);
+    absl::StatusOr<FlushPlan> p;
+    {
+      absl::MutexLock l(&mu_);
+      if (durable_seq_ >= seq) return absl::OkStatus();
+      p = flusher_.Plan(op_seq_);
+      if (!p.ok()) return p.status();
+    }
+    s = flusher_.Write(*p, true);
+    absl::MutexLock l(&mu_);
+    flusher_.Complete(*p, s);
+    if (s.ok()) durable_seq_ = std::max(durable_seq_, p->op_seq);
+    if (!absl::IsAborted(s)) return s;  // Aborted: an earlier plan failed; plan again
+  }
+  return s;
+}
+
+absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
+  // Everything that can fail for the caller is checked before the first
+  // change, so a batch is applied whole or not at all.
+  std::map<std::string_view, bool> present;  // keys the batch has touched
+  for (const KvWriteBatch::Op& op : batch.ops()) {
+    if (op.kind != KvWriteBatch::Kind::kInsert && op.kind != KvWriteBatch::Kind::kUpdate) {
+      present[op.key] = op.kind != KvWriteBatch::Kind::kDelete;
+      continue;
+    }
+    bool exists;
+    if (auto it = present.find(op.key); it != present.end()) {
+      exists = it->second;
+    } else {
+      absl::StatusOr<bool> c = tree_.Contains(op.key);
+      if (!c.ok()) return c.status();
+      exists = *c;
+    }
+    if (op.kind == KvWriteBatch::Kind::kInsert && exists)
+      return absl::AlreadyExistsError("key exists");
+    if (op.kind == KvWriteBatch::Kind::kUpdate && !exists) return absl::NotFoundError("no such key");
+    present[op.key] = true;
+  }
+  uint64_t need = uint64_t(buf_.meta().height + 2) * 2 * batch.size();
+  if (buf_.meta().next_page + need > layout_.max_pages())
+    return absl::ResourceExhaustedError("the dataset's pages are all in use");
+  uint64_t blob_need = 0;
+  for (const KvWriteBatch::Op& op : batch.ops())
+    if (op.value.size() + op.key.size() + 5 > tree_.InlineLimit())
+      blob_need += (op.value.size() + kBlock - 1) / kBlock + 1;
+  if (buf_.meta().blob_next + blob_need > layout_.blob_blocks)
+    return absl::ResourceExhaustedError("the dataset's area for large values is used up");
+  for (const KvWriteBatch::Op& op : batch.ops()) {
+    absl::Status s;
+    if (op.kind == KvWriteBatch::Kind::kDelete) {
+      s = tree_.Delete(op.key).status();
+    } else {
+      s = tree_.Put(op.key, op.value);
+    }
+    if (!s.ok()) {
+      broken_ = absl::DataLossError(absl::StrFormat(
+          "a change failed half-applied (%s); the store refuses writes until reopened",
+          s.message()));
+      return s;
+    }
+  }
+  ++op_seq_;
+  return absl::OkStatus();
+}
+
+absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
+  if (batch.size() > kMaxBatchOps)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a batch of %d operations: at most %d", batch.size(), kMaxBatchOps));
+  if (batch.bytes() > kMaxBatchBytes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a batch of %d bytes: at most %d", batch.bytes(), kMaxBatchBytes));
+  for (const KvWriteBatch::Op& op : batch.ops()) {
+    if (absl::Status s = CheckKey(op.key); !s.ok()) return s;
+    if (absl::Status s = CheckValue(op.value); !s.ok()) return s;
+  }
+  uint64_t seq;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return absl::FailedPreconditionError("the store is closed");
+    if (read_only_) return absl::FailedPreconditionError("the store is read-only");
+    if (!broken_.ok()) return broken_;
+    if (batch.size() == 0) return absl::OkStatus();
+    if (absl::Status s = ApplyLocked(batch); !s.ok()) return s;
+    seq = op_seq_;
+    if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) {
+      // The buffer is full of dirty pages: write them (not synced). An
+      // error here is no error of this call (it is applied; the next flush
+      // tries again), except that a synced caller learns of it.
+      (void)FlushLocked();
+    }
+    if (sync) ++synced_writes_;
+  }
+  if (!sync) return absl::OkStatus();
+  return SyncTo(seq);
+}
+
+absl::Status KvStoreImpl::Put(std::string_view key, std::string_view value, const KvWriteOptions& w) {
+  KvWriteBatch b;
+  b.Put(key, value);
+  return Apply(b, w.sync);
+}
+
+absl::Status KvStoreImpl::Insert(std::string_view key, std::string_view value,
+                                 const KvWriteOptions& w) {
+  KvWriteBatch b;
+  b.Insert(key, value);
+  return Apply(b, w.sync);
+}
+
+absl::Status KvStoreImpl::Update(std::string_view key, std::string_view value,
+                                 const KvWriteOptions& w) {
+  KvWriteBatch b;
+  b.Update(key, value);
+  return Apply(b, w.sync);
+}
+
+absl::Status KvStoreImpl::Delete(std::string_view key, const KvWriteOptions& w) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  {
+    absl::MutexLock l(&mu_);
+    absl::StatusOr<bool> c = tree_.Contains(key);
+    if (!c.ok()) return c.status();
+    if (!*c) return absl::NotFoundError("no such key");
+  }
+  KvWriteBatch b;
+  b.Delete(key);
+  return Apply(b, w.sync);
+}
+
+absl::Status KvStoreImpl::Write(const KvWriteBatch& batch, const KvWriteOptions& w) {
+  return Apply(batch, w.sync);
+}
+
+absl::StatusOr<std::string> KvStoreImpl::Get(std::string_view key) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  absl::StatusOr<std::optional<std::string>> v = tree_.Get(key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return absl::NotFoundError("no such key");
+  buf_.Trim();
+  return std::move(**v);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KvStoreImpl::Scan(
+    std::string_view from, std::string_view to, size_t limit) {
+  absl::MutexLock l(&mu_);
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  std::vector<std::pair<std::string, std::string>> out;
+  if (absl::Status s = tree_.Scan(from, to, limit, &out); !s.ok()) return s;
+  buf_.Trim();
+  return out;
+}
+
+namespace {
+
+// Reads ahead a chunk of keys at a time through Scan.
+class ChunkIterator : public KvIterator {
+ public:
+  explicit ChunkIterator(KvStore* store) : store_(store) {}
+  void Seek(std::string_view key) override { Fill(std::string(key)); }
+  void SeekToFirst() override { Fill(std::string()); }
+  bool Valid() const override { return at_ < chunk_.size(); }
+  void Next() override {
+    if (++at_ < chunk_.size() || !more_) return;
+    std::string next = chunk_.back().first;
+    next.push_back('\0');  // the smallest key after it
+    Fill(next);
+  }
+  const std::string& key() const override { return chunk_[at_].first; }
+  const std::string& value() const override { return chunk_[at_].second; }
+  absl::Status status() const override { return status_; }
+
+ private:
+  void Fill(const std::string& from) {
+    chunk_.clear();
+    at_ = 0;
+    auto r = store_->Scan(from, "", kChunk);
+    if (!r.ok()) {
+      status_ = r.status();
+      more_ = false;
+      return;
+    }
+    chunk_ = std::move(*r);
+    more_ = chunk_.size() == kChunk;
+  }
+  static constexpr size_t kChunk = 256;
+  KvStore* store_;
+  std::vector<std::pair<std::string, std::string>> chunk_;
+  size_t at_ = 0;
+  bool more_ = false;
+  absl::Status status_;
+};
+
+}  // namespace
+
+std::unique_ptr<KvIterator> KvStoreImpl::NewIterator() { return std::make_unique<ChunkIterator>(this); }
+
+absl::Status KvStoreImpl::Flush() {
+  uint64_t seq;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_ || read_only_) return absl::OkStatus();
+    if (!broken_.ok()) return broken_;
+    seq = op_seq_;
+    if (seq == durable_seq_) {
+      if (buf_.dirty()) ++op_seq_, seq = op_seq_;  // unsynced meta only
+      else return absl::OkStatus();
+    }
+  }
+  return SyncTo(seq);
+}
+
+absl::Status KvStoreImpl::Close() {
+  absl::Status s = Flush();
+  absl::MutexLock l(&mu_);
+  closed_ = true;
+  return s;
+}
+
+KvStats KvStoreImpl::Stats() const {
+  absl::MutexLock l(&mu_);
+  KvStats s = const_cast<BufferPool&>(buf_).stats();
+  s.synced_writes = synced_writes_;
+  s.tree_height = const_cast<BufferPool&>(buf_).meta().height;
+  s.pages = const_cast<BufferPool&>(buf_).meta().next_page;
+  s.buffer_pages = uint32_t(buf_.frame_count());
+  return s;
+}
+
+}  // namespace ftl::kv

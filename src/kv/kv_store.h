@@ -1,0 +1,76 @@
+#pragma once
+// KvStoreImpl: ftl::KvStore (include/ftl/kv.h) over one dataset — the
+// public calls, argument checks, the store lock and group commit
+// (docs/kv.md). It owns the BufferPool (pages and logs), the BTree over it
+// and the Flusher that writes the buffer out.
+//
+// Thread safety: every public method is safe from any thread.
+// Lock order: flush_mu_ (one synced flush at a time), then mu_ (the buffer
+// and tree), then the Flusher's ticket lock (a leaf). Operations apply
+// under mu_; a synced caller then waits for a flush that covers it: the
+// first waiter plans one flush for every operation applied so far and
+// writes it without mu_, so callers arriving meanwhile share the next one.
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "ftl/kv.h"
+#include "ftl/pool.h"
+#include "kv/btree.h"
+#include "kv/buffer_pool.h"
+#include "kv/flusher.h"
+
+namespace ftl::kv {
+
+class KvStoreImpl : public KvStore {
+ public:
+  // Opens the store laid on `volume` (pool/name: for large flushes).
+  static absl::StatusOr<std::unique_ptr<KvStore>> OpenOn(Volume* volume, Pool* pool,
+                                                         const std::string& name, bool read_only,
+                                                         const KvOptions& opts);
+  ~KvStoreImpl() override;
+
+  absl::Status Put(std::string_view key, std::string_view value, const KvWriteOptions& w) override;
+  absl::Status Insert(std::string_view key, std::string_view value, const KvWriteOptions& w) override;
+  absl::Status Update(std::string_view key, std::string_view value, const KvWriteOptions& w) override;
+  absl::Status Delete(std::string_view key, const KvWriteOptions& w) override;
+  absl::Status Write(const KvWriteBatch& batch, const KvWriteOptions& w) override;
+  absl::StatusOr<std::string> Get(std::string_view key) override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(std::string_view from,
+                                                                       std::string_view to,
+                                                                       size_t limit) override;
+  std::unique_ptr<KvIterator> NewIterator() override;
+  absl::Status Flush() override;
+  absl::Status Close() override;
+  KvStats Stats() const override;
+  const KvGeometry& geometry() const override { return layout_.geo; }
+  bool read_only() const override { return read_only_; }
+
+ private:
+  KvStoreImpl(Volume* volume, Pool* pool, const std::string& name, const Layout& layout,
+              bool read_only, const KvOptions& opts);
+  // Checks, applies `batch` under mu_, flushes as the buffer needs, and
+  // waits for durability if `sync`.
+  absl::Status Apply(const KvWriteBatch& batch, bool sync);
+  absl::Status ApplyLocked(const KvWriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SyncTo(uint64_t seq);
+
+  Volume* volume_;
+  Layout layout_;
+  bool read_only_;
+  absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  BufferPool buf_ ABSL_GUARDED_BY(mu_);
+  BTree tree_ ABSL_GUARDED_BY(mu_);
+  Flusher flusher_;
+  uint64_t dirty_limit_ = 0;  // blocks
+  uint64_t op_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t durable_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);  // a change failed half-applied
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t synced_writes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ftl::kv

@@ -1,0 +1,55 @@
+#pragma once
+// Page: a decoded page (kv_format.h) with the changes a log entry makes,
+// its encoded size and the searches the tree needs. Applying a log entry
+// here is the same code whether the entry is new (a change) or read back
+// from the page's log (reading a page applies its log), so the buffer and
+// the media can never disagree on what an entry means.
+//
+// Thread safety: none (the store's lock guards every page).
+
+#include <cstddef>
+#include <string_view>
+
+#include "kv/kv_format.h"
+
+namespace ftl::kv {
+
+class Page {
+ public:
+  Page() = default;
+  explicit Page(PageImage img);
+
+  PageImage& image() { return img_; }
+  const PageImage& image() const { return img_; }
+  bool leaf() const { return img_.type == PageType::kLeaf; }
+  size_t count() const { return img_.entries.size(); }
+  // Encoded size (header included).
+  size_t bytes() const { return bytes_; }
+
+  // Index of the first entry with key >= `key`.
+  size_t LowerBound(std::string_view key) const;
+  // The entry with exactly `key`, or nullptr.
+  const Entry* Find(std::string_view key) const;
+  // Inner: the child whose subtree holds `key`, and its position (-1 for
+  // first_child, else the entry index).
+  uint32_t ChildFor(std::string_view key, int* pos = nullptr) const;
+
+  // Applies one change. DataLoss for an entry that does not fit the page
+  // type (a corrupt log).
+  absl::Status Apply(const LogEntry& e);
+  // Splits off the upper half by bytes: returns the entries from the
+  // split point on, leaving the lower part here (at least one each side).
+  // For inner pages the first returned entry's key is the separator to
+  // push up and its child becomes the new page's first_child.
+  std::vector<Entry> SplitUpper();
+  void Recount();
+
+ private:
+  PageImage img_;
+  size_t bytes_ = kPageHeaderBytes;
+};
+
+// Entry for a log entry's key/value (leaf put or put-blob, inner child).
+Entry EntryOf(const LogEntry& e);
+
+}  // namespace ftl::kv
