@@ -66,7 +66,11 @@ absl::StatusOr<Json> Status(const DaemonContext& ctx) {
 absl::StatusOr<Json> Stats(const DaemonContext& ctx) {
   Json volumes = Json::array();
   for (const std::string& name : ctx.pool->VolumeNames()) {
-    if (Volume* v = ctx.pool->GetVolume(name)) volumes.push_back(VolumeStatsJson(v->Stats()));
+    if (Volume* v = ctx.pool->GetVolume(name)) {
+      Json j = VolumeStatsJson(v->Stats());
+      j["kind"] = DatasetKindName(v->kind());
+      volumes.push_back(std::move(j));
+    }
   }
   const ServerCounters& c = ctx.server->counters();
   Json nbd = {{"connections_total", c.connections_total.load()},
@@ -124,6 +128,11 @@ absl::StatusOr<std::string> ResolveVolume(const DaemonContext& ctx, const std::s
   if (name.empty()) return PrimaryName(ctx);
   if (ctx.pool->GetVolume(name) != nullptr) return name;
   if (std::optional<Export> e = ctx.exports->Find(name)) return e->volume->name();
+  // Datasets that are no volume of the pool's (key-value ones, if the
+  // engine keeps them apart) are named as they are.
+  for (const DatasetInfo& d : ctx.pool->ListDatasets()) {
+    if (d.name == name) return name;
+  }
   return absl::NotFoundError(absl::StrCat("no volume or export named '", name, "'"));
 }
 
@@ -151,6 +160,23 @@ absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::str
   if (!v.ok()) return v.status();
   tree->volume = *v;
   return tree->ToString();
+}
+
+absl::Status RequireBlock(const DaemonContext& ctx, const std::string& volume,
+                          const std::string& what) {
+  if (volume.empty()) return absl::OkStatus();  // the primary volume
+  DatasetKind kind = DatasetKind::kBlock;
+  if (Volume* v = ctx.pool->GetVolume(volume)) {
+    kind = v->kind();
+  } else {
+    for (const DatasetInfo& d : ctx.pool->ListDatasets()) {
+      if (d.name == volume) kind = d.kind;
+    }
+  }
+  if (kind == DatasetKind::kBlock) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("'", volume, "' is a key-value dataset: ", what,
+                   " only for block volumes (key-value datasets: ftlctl kv)"));
 }
 
 Json GeometryJson(const Geometry& g) {

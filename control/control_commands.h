@@ -13,11 +13,14 @@
 
 namespace ftl::control {
 
+class KvRegistry;
+
 // What the handlers may look at. Not owned; all outlive the dispatcher's use.
 struct DaemonContext {
   Pool* pool = nullptr;
   nbd::Server* server = nullptr;
   nbd::ExportTable* exports = nullptr;
+  KvRegistry* kv = nullptr;   // the open key-value stores (control/kv_registry.h)
   std::string backing;        // as given on the command line
   std::string media;          // Media::Describe()
   std::string open_report;    // how the pool was opened/created
@@ -45,6 +48,12 @@ absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
 // their volumes (VOLUME may be one too); a plain export name need not
 // follow the name rules.
 absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref);
+
+// OK if `volume` (an engine name, as the functions above return) is no
+// key-value dataset; FailedPrecondition naming `what` (a block-only verb,
+// e.g. "range operations") otherwise.
+absl::Status RequireBlock(const DaemonContext& ctx, const std::string& volume,
+                          const std::string& what);
 
 // Pieces of the replies, shared with later commands.
 Json GeometryJson(const Geometry& g);

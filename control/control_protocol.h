@@ -22,8 +22,8 @@
 // without being parsed (so without the "id" echo).
 //
 // Names below: kField* are the envelope, kCmd* the commands, kAction* the
-// verbs of "snapshot" and "range", kArg* their arguments, and kPolicy* /
-// kAttr* the values those arguments take. Result fields are per command
+// verbs of "snapshot", "range" and "kv", kArg* their arguments, and kPolicy* /
+// kAttr* the values those arguments take; kMaxKv* bound a "kv" reply. Result fields are per command
 // and live with their handlers.
 
 #include <sys/un.h>
@@ -66,6 +66,7 @@ inline constexpr char kCmdCheckpoint[] = "checkpoint";
 inline constexpr char kCmdGc[] = "gc";
 inline constexpr char kCmdSnapshot[] = "snapshot";
 inline constexpr char kCmdRange[] = "range";
+inline constexpr char kCmdKv[] = "kv";
 
 // ---- actions ("action") -------------------------------------------------
 // snapshot
@@ -82,6 +83,12 @@ inline constexpr char kActionBatch[] = "batch";
 inline constexpr char kActionMerge[] = "merge";
 inline constexpr char kActionAttr[] = "attr";
 inline constexpr char kActionAttrs[] = "attrs";
+// kv (also kActionCreate, kActionList, kActionDelete)
+inline constexpr char kActionDestroy[] = "destroy";
+inline constexpr char kActionPut[] = "put";
+inline constexpr char kActionGet[] = "get";
+inline constexpr char kActionScan[] = "scan";
+inline constexpr char kActionStats[] = "stats";
 
 // ---- arguments ----------------------------------------------------------
 inline constexpr char kArgMinFreeSegments[] = "min_free_segments";  // gc
@@ -106,6 +113,18 @@ inline constexpr char kArgPolicy[] = "policy";
 inline constexpr char kArgOffset[] = "offset";
 inline constexpr char kArgLength[] = "length";
 inline constexpr char kArgAttr[] = "attr";
+// kv: "name" is a dataset ("NAME", or "NAME@SNAP" where reads take one).
+// Keys and values are bytes: a field "key" holds them as a JSON string when
+// they are valid UTF-8, else "key_b64" holds them in base64 (RFC 4648 with
+// padding); exactly one of the two (control/kv_wire.h). The same for
+// "value", and for "from" / "to" of a scan (where they are keys, not tree
+// references as in range requests).
+inline constexpr char kArgKey[] = "key";
+inline constexpr char kArgValue[] = "value";
+inline constexpr char kBase64Suffix[] = "_b64";
+inline constexpr char kArgSync[] = "sync";          // put/delete: default true
+inline constexpr char kArgGeometry[] = "geometry";  // create: "page=4096,pages=28,..."
+inline constexpr char kArgLimit[] = "limit";        // scan: at most this many entries
 
 // ---- argument values ----------------------------------------------------
 inline constexpr char kPolicyFail[] = "fail";  // the default
@@ -115,5 +134,15 @@ inline constexpr char kAttrImmutable[] = "immutable";
 inline constexpr char kAttrMutable[] = "mutable";
 inline constexpr char kAttrPersistent[] = "persistent";
 inline constexpr char kAttrNonPersistent[] = "non-persistent";
+
+// ---- kv limits ----------------------------------------------------------
+// One scan reply holds at most kMaxKvScanLimit entries and stops after the
+// entry that brings its keys and values to kMaxKvScanBytes; it then says
+// "more": true and "next" (the key to continue from). A put's key and value
+// must fit one request line (kMaxControlLine) once encoded, which the
+// engine's own limits (kMaxKeyBytes, kMaxValueBytes in include/ftl/kv.h)
+// always do, even in base64.
+inline constexpr size_t kMaxKvScanLimit = 10000;
+inline constexpr size_t kMaxKvScanBytes = 1 << 20;
 
 }  // namespace ftl::control

@@ -1,6 +1,7 @@
 #include "control/control_range.h"
 
 #include "absl/strings/str_cat.h"
+#include "ftl/tree_ref.h"
 
 namespace ftl::control {
 namespace {
@@ -34,6 +35,11 @@ absl::Status ReadRangeFields(const DaemonContext& ctx, const Json& j, const Size
     auto t = ResolveTree(ctx, *s);
     if (!t.ok()) return Prefixed(t.status(), absl::StrCat("\"", key, "\": "));
     *field = *t;
+    if (auto tree = TreeRef::Parse(*t); tree.ok()) {
+      if (absl::Status b = RequireBlock(ctx, tree->volume, "range operations are"); !b.ok()) {
+        return Prefixed(b, absl::StrCat("\"", key, "\": "));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -142,6 +148,7 @@ absl::StatusOr<Json> RangeSetAttr(const DaemonContext& ctx, const Json& r) {
   if (!vol_arg.ok()) return vol_arg.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
+  if (absl::Status b = RequireBlock(ctx, *volume, "range attributes are"); !b.ok()) return b;
   auto offset = SizeArg(r, kArgOffset);
   if (!offset.ok()) return offset.status();
   auto length = SizeArg(r, kArgLength);
@@ -172,6 +179,7 @@ absl::StatusOr<Json> RangeAttrList(const DaemonContext& ctx, const Json& r) {
   if (!vol_arg.ok()) return vol_arg.status();
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
+  if (absl::Status b = RequireBlock(ctx, *volume, "range attributes are"); !b.ok()) return b;
   return RangeAttrsReply(ctx, *volume);
 }
 

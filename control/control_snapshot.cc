@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "control/kv_registry.h"
 
 namespace ftl::control {
 
@@ -78,6 +79,20 @@ absl::StatusOr<std::vector<std::string>> DeactivateVolume(const DaemonContext& c
   return names;
 }
 
+// Key-value datasets keep writes in their store's buffer and read through
+// it (control/kv_registry.h): a snapshot of one flushes the store first, so
+// it holds every acknowledged write; a rollback, and the deletion of a
+// snapshot a store reads, close those stores first. No-ops for block
+// volumes (no store is open under their names).
+absl::Status WithKvFlushed(const DaemonContext& ctx, const std::string& volume,
+                           const std::function<absl::Status()>& fn) {
+  return ctx.kv != nullptr ? ctx.kv->WithFlushed(volume, fn) : fn();
+}
+absl::Status WithKvClosed(const DaemonContext& ctx, const std::string& ref,
+                          const std::function<absl::Status()>& fn) {
+  return ctx.kv != nullptr ? ctx.kv->WithClosed(ref, /*snapshots_too=*/false, fn) : fn();
+}
+
 // The "name" and optional "volume" arguments most snapshot actions take.
 struct NamedSnapshotArgs {
   std::string name;
@@ -98,8 +113,12 @@ absl::StatusOr<Json> SnapshotCreate(const DaemonContext& ctx, const Json& r) {
   const std::string* vol_arg = &args->volume;
   auto volume = ResolveVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
-  auto info = ctx.pool->CreateSnapshot(*volume, *name);
-  if (!info.ok()) return info.status();
+  absl::StatusOr<SnapshotInfo> info = absl::UnknownError("not run");
+  absl::Status s = WithKvFlushed(ctx, *volume, [&] {
+    info = ctx.pool->CreateSnapshot(*volume, *name);
+    return info.status();
+  });
+  if (!s.ok()) return s;
   return Json{{"snapshot", SnapshotJson(ctx, *info)}};
 }
 
@@ -167,7 +186,9 @@ absl::StatusOr<Json> SnapshotDelete(const DaemonContext& ctx, const Json& r) {
     }
     deactivated.push_back(v);
   }
-  if (absl::Status s = ctx.pool->DeleteSnapshot(*volume, *name, *force); !s.ok()) {
+  if (absl::Status s = WithKvClosed(ctx, SnapRef(*volume, *name),
+                                    [&] { return ctx.pool->DeleteSnapshot(*volume, *name, *force); });
+      !s.ok()) {
     for (Export& e : removed) (void)ctx.exports->Add(std::move(e));
     return s;
   }
@@ -185,6 +206,11 @@ absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
   if (!read_only.ok()) return read_only.status();
   auto volume = ResolveSnapshotVolume(ctx, *vol_arg);
   if (!volume.ok()) return volume.status();
+  if (absl::Status s = RequireBlock(ctx, *volume, "snapshot activation (an NBD export) is");
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; read its snapshots with ftlctl kv get ",
+                                               *volume, "@", *name));
+  }
   // The export and the new volume share the name (so a restart exports it
   // again under the same name). An export alias (the primary under
   // --export) must not be shadowed.
@@ -194,6 +220,12 @@ absl::StatusOr<Json> SnapshotActivate(const DaemonContext& ctx, const Json& r) {
   }
   auto v = ctx.pool->ActivateSnapshot(*volume, *name, *export_name, *read_only);
   if (!v.ok()) return v.status();
+  if ((*v)->kind() != DatasetKind::kBlock) {
+    // A key-value dataset's snapshot: a new dataset, no export (nbd/exports.h).
+    return Json{{"volume", (*v)->name()},
+                {"kind", DatasetKindName((*v)->kind())},
+                {"snapshot", SnapRef(*volume, *name)}};
+  }
   Export e{.name = (*v)->name(),
            .description = absl::StrCat("ftld snapshot ", SnapRef(*volume, *name)),
            .volume = *v,
@@ -219,6 +251,9 @@ absl::StatusOr<Json> SnapshotDeactivate(const DaemonContext& ctx, const Json& r)
     volume = *export_name;  // a volume without an export entry
   } else {
     return absl::NotFoundError(absl::StrCat("no export named '", *export_name, "'"));
+  }
+  if (absl::Status s = RequireBlock(ctx, volume, "deactivation is"); !s.ok()) {
+    return s;
   }
   auto removed = DeactivateVolume(ctx, volume);
   if (!removed.ok()) return removed.status();
@@ -264,7 +299,11 @@ absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {
         clients.size(), " client(s) connected to volume ", *volume, " (",
         absl::StrJoin(who, ", "), "): disconnect them first or roll back with force"));
   }
-  if (absl::Status s = ctx.pool->Rollback(*volume, *name, *force); !s.ok()) return s;
+  if (absl::Status s = WithKvClosed(ctx, *volume,
+                                    [&] { return ctx.pool->Rollback(*volume, *name, *force); });
+      !s.ok()) {
+    return s;
+  }
   return Json{{"volume", *volume},
               {"snapshot", SnapRef(*volume, *name)},
               {"clients_connected", clients.size()}};

@@ -14,9 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "control/control.h"
 #include "control/control_commands.h"
+#include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
+#include "control/kv_registry.h"
 #include "daemon/backing.h"
+#include "ftl/kv.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
 #include "nbd/errors.h"
@@ -51,6 +54,16 @@ int EnvInt(const char* name, int fallback, int min = 1) {
   return s != nullptr && absl::SimpleAtoi(s, &v) && v >= min ? v : fallback;
 }
 
+KvOptions KvStoreOptions(const DaemonOptions& o) {
+  KvOptions k;
+  k.buffer_pages = o.kv_buffer_pages;
+  k.mode = o.kv_mode == "ipl-merge" ? KvMode::kIplMerge
+           : o.kv_mode == "in-place" ? KvMode::kInPlace
+                                     : KvMode::kIpl;
+  k.read_only = o.read_only;
+  return k;
+}
+
 }  // namespace
 
 absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* exports) {
@@ -72,6 +85,9 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
   for (const std::string& name : pool.VolumeNames()) {
     Volume* v = pool.GetVolume(name);
     if (v == nullptr || v == primary) continue;
+    // Key-value datasets are served by the control socket (ftlctl kv),
+    // never as block devices (nbd/exports.h refuses them too).
+    if (v->kind() != DatasetKind::kBlock) continue;
     // Volumes activated from snapshots come back after a restart under the
     // name they were activated as; their own read-only flag persists in the
     // pool (effective_read_only() adds it to --read-only).
@@ -199,11 +215,13 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
   if (!so.bind.empty()) WarnIfReachable(so.bind, server->tcp_port());
 
-  // Step: control socket.
+  // Step: control socket (and the key-value stores its commands open).
+  control::KvRegistry kv(&pool, KvStoreOptions(o));
   DaemonContext ctx;
   ctx.pool = &pool;
   ctx.server = server.get();
   ctx.exports = &exports;
+  ctx.kv = &kv;
   ctx.backing = o.backing;
   ctx.media = backing->media->Describe();
   ctx.open_report = backing->report;
@@ -213,6 +231,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   control::RegisterCoreCommands(&dispatcher, &ctx);
   control::RegisterSnapshotCommands(&dispatcher, &ctx);
   control::RegisterRangeCommands(&dispatcher, &ctx);
+  control::RegisterKvCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
@@ -247,11 +266,18 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);
   server->Join();
   control.reset();
+  // The stores flush what they hold (unsynced puts) before the pool closes.
+  absl::Status kv_closed = kv.CloseAll();
   log->info("writing checkpoint and closing the pool");
   absl::Status closed = pool.Close();
   server.reset();
   if (!closed.ok()) {
     log->error("closing the pool failed: {}", closed.ToString());
+    return 1;
+  }
+  if (!kv_closed.ok()) {
+    log->error("closing a key-value store failed (its unsynced writes may be lost): {}",
+               kv_closed.ToString());
     return 1;
   }
   log->info("clean shutdown");

@@ -1,9 +1,10 @@
 #pragma once
 // The ftld daemon as named start-up and shutdown steps:
 //   start:    logging -> backing (open/format) -> exports -> NBD listeners ->
-//             control socket -> serve
+//             control socket (with the key-value store registry) -> serve
 //   shutdown: (SIGINT/SIGTERM) stop accepting -> finish in-flight requests ->
-//             stop io -> Pool::Close (checkpoint, mark clean) -> exit 0;
+//             stop io -> close the key-value stores (flushing them) ->
+//             Pool::Close (checkpoint, mark clean) -> exit 0;
 //             a second signal -> _exit at once (recovery replays).
 
 #include <vector>
@@ -22,7 +23,8 @@ int RunDaemon(const std::vector<std::string>& args);
 
 // The exports of a pool: the primary volume under its export name
 // (--export, default its volume name) and as "", the default export; every
-// other volume under its own name. All are listed by NBD_OPT_LIST.
+// other block volume under its own name (key-value datasets are not
+// exported). All are listed by NBD_OPT_LIST.
 absl::Status FillExports(Pool& pool, const DaemonOptions& o, nbd::ExportTable* exports);
 
 }  // namespace ftl::daemon

@@ -104,6 +104,22 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       o.placement = *v;
     } else if (arg == "--no-discard") {
       o.discard = false;
+    } else if (arg == "--kv-buffer-pages") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n < 16 || n > (1u << 22)) {
+        return Bad(absl::StrCat("--kv-buffer-pages: '", *v, "' is not a number of pages from 16 to ",
+                                1u << 22));
+      }
+      o.kv_buffer_pages = n;
+    } else if (arg == "--kv-mode") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "ipl" && *v != "ipl-merge" && *v != "in-place") {
+        return Bad(absl::StrCat("--kv-mode: unknown mode '", *v, "' (ipl, ipl-merge, in-place)"));
+      }
+      o.kv_mode = *v;
     } else if (arg == "--accept-loss") {
       o.accept_loss = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -153,6 +169,10 @@ over NBD. Runs in the foreground and logs to stderr.
       --accept-loss    open even if a log record that was acknowledged as
                        durable is damaged: the blocks it names answer EIO
                        (each loss is logged by volume and LBA)
+      --kv-buffer-pages N  pages each key-value store keeps in memory
+                       (default 1024, at least 16)
+      --kv-mode M      how key-value stores write pages: ipl (default: in-page
+                       logging), ipl-merge (merge whole erase units), in-place
   -h, --help           this text
   -V, --version        version
 

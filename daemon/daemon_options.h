@@ -3,7 +3,7 @@
 //   ftld [--size SIZE] [--format [--force]] [--bind ADDR] [--port N]
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
-//        [--accept-loss] BACKING
+//        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -34,6 +34,8 @@ struct DaemonOptions {
   std::string placement = "auto";  // OpenOptions::placement
   bool discard = true;             // OpenOptions::discard (--no-discard)
   bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
+  uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store
+  std::string kv_mode = "ipl";     // KvOptions::mode: ipl, ipl-merge, in-place
   bool help = false;
   bool version = false;
 

@@ -6,6 +6,11 @@
 #include "nbd/protocol.h"
 
 namespace ftl::nbd {
+namespace {
+// Add refuses other kinds; this keeps one that changed since (never, as
+// of now) from being served.
+bool IsBlock(const Export& e) { return e.volume->kind() == DatasetKind::kBlock; }
+}  // namespace
 
 uint16_t TransmissionFlags(const Export& e, bool structured_replies) {
   uint16_t flags = kTxHasFlags | kTxSendFlush | kTxCanMultiConn | kTxSendCache;
@@ -20,6 +25,11 @@ uint16_t TransmissionFlags(const Export& e, bool structured_replies) {
 
 absl::Status ExportTable::Add(Export e) {
   if (e.volume == nullptr) return absl::InvalidArgumentError("export without a volume");
+  if (e.volume->kind() != DatasetKind::kBlock) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", e.volume->name(), "' is a ", DatasetKindName(e.volume->kind()),
+        " dataset, not a block device"));
+  }
   if (e.name.size() > kMaxString) {
     return absl::InvalidArgumentError("export name longer than 4096 bytes");
   }
@@ -45,14 +55,18 @@ bool ExportTable::Remove(std::string_view name) {
 std::optional<Export> ExportTable::Find(std::string_view name) const {
   absl::MutexLock lock(&mu_);
   for (const Export& x : exports_) {
-    if (x.name == name) return x;
+    if (x.name == name && IsBlock(x)) return x;
   }
   return std::nullopt;
 }
 
 std::vector<Export> ExportTable::List() const {
   absl::MutexLock lock(&mu_);
-  return exports_;
+  std::vector<Export> out;
+  for (const Export& x : exports_) {
+    if (IsBlock(x)) out.push_back(x);
+  }
+  return out;
 }
 
 }  // namespace ftl::nbd

@@ -3,6 +3,9 @@
 // The daemon fills it from the Pool at start (every volume by name, plus ""
 // for the primary volume); later features (snapshot activation) may add and
 // remove entries while clients are connected.
+// Only block volumes are exports: a key-value dataset (Volume::kind() !=
+// kBlock, include/ftl/pool.h) is no block device, Add refuses it and
+// Find/List never show one (NBD_OPT_LIST, _INFO and _GO do not know it).
 // Thread-safety: all methods may be called concurrently. Volumes are not
 // owned; each must outlive its entry and every connection using it.
 
@@ -35,7 +38,8 @@ uint16_t TransmissionFlags(const Export& e, bool structured_replies);
 class ExportTable {
  public:
   // AlreadyExists if the name is taken; InvalidArgument if volume is null or
-  // the name is longer than 4096 bytes.
+  // the name is longer than 4096 bytes; FailedPrecondition if the volume is
+  // not a block volume.
   absl::Status Add(Export e);
   bool Remove(std::string_view name);
   std::optional<Export> Find(std::string_view name) const;

@@ -139,10 +139,13 @@ int main(int argc, char** argv) {
     for (const std::string& name : p.VolumeNames()) {
       ftl::VolumeStats v = p.GetVolume(name)->Stats();
       std::string origin = p.VolumeOrigin(name);
-      std::printf("volume          %-16s size %s, mapped %s%s%s\n", name.c_str(),
+      ftl::DatasetKind kind = p.GetVolume(name)->kind();
+      std::printf("volume          %-16s size %s, mapped %s%s%s%s%s\n", name.c_str(),
                   ftl::FormatSize(v.size_bytes).c_str(),
                   ftl::FormatSize(v.mapped_bytes).c_str(),
-                  origin.empty() ? "" : ", activated from ", origin.c_str());
+                  origin.empty() ? "" : ", activated from ", origin.c_str(),
+                  kind == ftl::DatasetKind::kBlock ? "" : ", kind ",
+                  kind == ftl::DatasetKind::kBlock ? "" : ftl::DatasetKindName(kind));
     }
     for (const ftl::SnapshotInfo& si : p.ListSnapshots("")) {
       std::string active;  // every volume activated from it

@@ -10,7 +10,8 @@
 // (value parsed as JSON when it is valid JSON, else a string), any other ARG
 // is appended to "args". So new daemon commands work without changing ftlctl.
 // "snapshot" and "range" have their own argument syntax (kUsage) and build
-// {"cmd":"snapshot"|"range","action":...} requests (README: Control protocol).
+// {"cmd":"snapshot"|"range","action":...} requests (README: Control protocol);
+// "kv" is tools/ftlctl_kv.h, argument parsing tools/ftlctl_args.h.
 // The socket is --control, else $FTLD_CONTROL, else the only *.sock in
 // /run/ftld. Exit status: 0 ok, 1 the daemon answered an error, 2 usage or
 // connection problems.
@@ -39,8 +40,13 @@
 #include "control/control_protocol.h"
 #include "ftl/size.h"
 #include "ftl/tree_ref.h"
+#include "tools/ftlctl_args.h"
+#include "tools/ftlctl_kv.h"
 
 namespace {
+
+using ftl::ctl::ParseSubArgs;
+using ftl::ctl::SubArgs;
 
 // The protocol's names: kField*, kCmd*, kAction*, kArg*, ...
 using namespace ftl::control;
@@ -92,9 +98,16 @@ Options:
   --timeout SEC   give up waiting for a reply after SEC seconds (default 600)
 )";
 
+// kUsage with the kv verbs (tools/ftlctl_kv.h) before "Any other COMMAND".
+std::string FullUsage() {
+  std::string u = kUsage;
+  u.insert(u.find("Any other COMMAND"), ftl::ctl::kKvUsage);
+  return u;
+}
+
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "ftlctl: " << error << "\n";
-  std::cerr << kUsage;
+  std::cerr << FullUsage();
   return 2;
 }
 
@@ -358,61 +371,6 @@ void PrintHuman(const std::string& command, Json reply) {
 
 
 // ---- snapshot and range subcommands ------------------------------------
-
-// Parsed "ACTION ARG... --opt VALUE --flag" after the command word.
-struct SubArgs {
-  std::string action;
-  std::vector<std::string> pos;
-  std::map<std::string, std::string> opts;
-  std::set<std::string> flags;
-};
-
-// `value_opts` take a value ("--opt V" or "--opt=V"); `flag_opts` do not.
-bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
-                  const std::set<std::string>& flag_opts, SubArgs* out, std::string* error) {
-  bool options_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (options_done) {
-      out->pos.push_back(a);
-    } else if (a == "--") {
-      options_done = true;
-    } else if (a.size() > 2 && a.rfind("--", 0) == 0) {
-      std::string name = a.substr(2), value;
-      bool has_value = false;
-      if (auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name.resize(eq);
-        has_value = true;
-      }
-      if (flag_opts.count(name)) {
-        if (has_value) {
-          *error = "--" + name + " takes no value";
-          return false;
-        }
-        out->flags.insert(name);
-      } else if (value_opts.count(name)) {
-        if (!has_value) {
-          if (i + 1 >= args.size()) {
-            *error = "--" + name + " needs a value";
-            return false;
-          }
-          value = args[++i];
-        }
-        out->opts[name] = value;
-      } else {
-        *error = "unknown option " + a + " for '" + out->action + "'";
-        return false;
-      }
-    } else if (a == "-" || a.empty() || a[0] != '-') {
-      out->pos.push_back(a);
-    } else {
-      *error = "unknown option " + a + " for '" + out->action + "'";
-      return false;
-    }
-  }
-  return true;
-}
 
 bool ParseSizeArg(const std::string& what, const std::string& text, Json* out,
                   std::string* error) {
@@ -836,7 +794,7 @@ int main(int argc, char** argv) {
       timeout_s = std::atoi(argv[i]);
       if (timeout_s <= 0) return Usage("--timeout must be positive");
     } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << FullUsage();
       return 0;
     } else if (rest.empty() && a.size() > 1 && a[0] == '-') {
       return Usage("unknown option " + a);
@@ -845,6 +803,19 @@ int main(int argc, char** argv) {
     }
   }
   if (rest.empty()) return Usage("missing COMMAND");
+
+  if (rest[0] == kCmdKv) {
+    // The socket is looked for at the first request, after the arguments
+    // are checked.
+    std::string path;
+    return ftl::ctl::RunKv(
+        std::vector<std::string>(rest.begin() + 1, rest.end()), json,
+        [&](const std::string& request, std::string* reply, std::string* err) {
+          if (path.empty()) path = ResolveControl(control, err);
+          return !path.empty() && Roundtrip(path, request, timeout_s, reply, err);
+        },
+        [](const Json& reply) { PrintObject(reply, ""); });
+  }
 
   bool sub = rest[0] == kCmdSnapshot || rest[0] == kCmdRange;
   Json request = {{kFieldCmd, rest[0]}};

@@ -98,6 +98,7 @@ struct KvStats {
   uint64_t buffer_misses = 0;
   uint64_t evictions = 0;
   uint64_t flushes = 0;            // media writes of the store (group commits)
+  uint64_t scratch_flushes = 0;    // of them, larger than one atomic write
   uint64_t synced_writes = 0;      // calls with sync that waited for a flush
   uint64_t blob_writes = 0;        // values kept outside pages
   uint64_t media_write_bytes = 0;  // bytes the store wrote to its dataset

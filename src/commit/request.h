@@ -33,7 +33,7 @@ struct ReqOp {
   static ReqOp Write(uint32_t vol, Bno lba, std::vector<uint32_t> csum, const std::byte* data);
   static ReqOp Trim(uint32_t vol, Bno lba, Bno count);
   static ReqOp Reloc(std::vector<log::RelocBlock> blocks, const std::byte* data);
-  // A note op (TREE, DROP, ROLLBACK, CLONE, ATTR).
+  // A note op (TREE, DROP, ROLLBACK, CLONE, ATTR, DATASET).
   static ReqOp Note(log::Op op);
 
   log::OpType type() const { return op.type; }
@@ -59,7 +59,7 @@ struct Request {
   // (MapState::ValidateNote) and never mixes them with data writes in one
   // record (a write's VBA choice must see the notes before it).
   bool note = false;
-  // A catalogue change (TREE, DROP, ROLLBACK, ATTR): committed alone.
+  // A catalogue change (TREE, DROP, ROLLBACK, ATTR, DATASET): committed alone.
   bool barrier = false;
   // It frees space or proves durability (a trim, punching write-zeroes,
   // snapshot delete, deactivate, rollback, a durability marker): it may

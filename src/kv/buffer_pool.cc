@@ -278,9 +278,11 @@ void BufferPool::Evict(Frame* f) {
   stats_.buffer_pages = uint32_t(frames_.size());
 }
 
-void BufferPool::Trim() {
+void BufferPool::Trim() { TrimTo(capacity_); }
+
+void BufferPool::TrimTo(size_t target) {
   auto it = lru_.end();
-  while (frames_.size() > capacity_ && it != lru_.begin()) {
+  while (frames_.size() > target && it != lru_.begin()) {
     --it;
     Frame* f = frames_.at(*it).get();
     if (f->id == 0 || f->pins || f->inflight || f->dirty_log || f->rewrite) continue;
@@ -293,7 +295,7 @@ void BufferPool::Trim() {
 
 absl::Status BufferPool::MakeRoom() {
   if (frames_.size() < capacity_) return absl::OkStatus();
-  Trim();
+  TrimTo(capacity_ - 1);  // room for the page about to come in
   if (frames_.size() < capacity_) return absl::OkStatus();
   // Over capacity until the store flushes at the end of the operation
   // (never inside one: a page may be over-full until its split is done).

@@ -104,6 +104,7 @@ class BufferPool {
   uint64_t& blob_blocks_pending() { return blob_blocks_pending_; }
   // Evicts clean frames beyond capacity (after a flush made some clean).
   void Trim();
+  void TrimTo(size_t target);
 
  private:
   // Each (lba, offset in block, offset in area, length) piece of a page's

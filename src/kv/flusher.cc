@@ -164,11 +164,13 @@ absl::Status Flusher::WriteScratch(const FlushPlan& p) {
   if (p.blocks() > l.scratch_blocks)
     return absl::InvalidArgumentError(absl::StrFormat(
         "a flush of %d blocks is larger than the scratch area (%d blocks)", p.blocks(), l.scratch_blocks));
+  // All pieces back to back in the scratch area (one write: the pool
+  // splits it into records as it likes; none of it counts until moved).
   std::vector<RangeOp> moves;
+  std::vector<std::byte> all;
+  all.reserve(p.blocks() * kBlock);
   uint64_t at = l.scratch_base;
-  Volume* v = buf_->volume();
   for (const FlushPlan::Piece& piece : p.pieces) {
-    if (absl::Status s = v->Write(at * kBlock, piece.bytes); !s.ok()) return s;
     RangeOp op;
     op.kind = RangeOp::Kind::kMove;
     op.from = name_;
@@ -178,7 +180,10 @@ absl::Status Flusher::WriteScratch(const FlushPlan& p) {
     op.len = piece.bytes.size();
     moves.push_back(op);
     at += piece.bytes.size() / kBlock;
+    all.insert(all.end(), piece.bytes.begin(), piece.bytes.end());
   }
+  if (absl::Status s = buf_->volume()->Write(uint64_t(l.scratch_base) * kBlock, all); !s.ok())
+    return s;
   return pool_->ApplyRangeOps(moves);
 }
 
@@ -254,6 +259,7 @@ void Flusher::Complete(FlushPlan& p, const absl::Status& s) {
   st.unit_merges += p.add.unit_merges;
   st.media_write_bytes += p.blocks() * kBlock;
   ++st.flushes;
+  if (p.blocks() > max_atomic_blocks_) ++st.scratch_flushes;
   b.Trim();
 }
 

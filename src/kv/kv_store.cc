@@ -98,14 +98,11 @@ KvStoreImpl::KvStoreImpl(Volume* volume, Pool* pool, const std::string& name, co
       buf_(volume, layout, opts.mode, opts.buffer_pages),
       tree_(&buf_),
       flusher_(&buf_, pool, name, opts.max_atomic_bytes) {
-  // Dirty blocks the buffer may gather before an unsynced flush: more means
-  // more changes a log block carries per write (docs/kv.md, "Flushes").
-  // Past the atomic size a flush goes through the scratch area, so only a
-  // store opened by name may go past it.
-  uint64_t atomic = flusher_.max_atomic_blocks() / 2;
-  dirty_limit_ = pool ? std::max<uint64_t>(atomic, std::min<uint64_t>(layout.scratch_blocks / 2,
-                                                                       opts.buffer_pages / 4))
-                      : atomic;
+  // Dirty blocks the buffer may gather before an unsynced flush: three
+  // quarters of an atomic write, so that a flush stays one record (the
+  // scratch path costs a sync and range moves; measured in bench/RESULTS.md,
+  // "Key-value datasets").
+  dirty_limit_ = std::max<uint64_t>(8, flusher_.max_atomic_blocks() * 3 / 4);
 }
 
 absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Pool* pool,
@@ -136,7 +133,13 @@ absl::Status KvStoreImpl::FlushLocked() {
   if (!p.ok()) return p.status();
   absl::Status s = flusher_.Write(*p, false);
   flusher_.Complete(*p, s);
+  NoteFlush(s);
   return s;
+}
+
+void KvStoreImpl::NoteFlush(const absl::Status& s) {
+  if (s.ok()) full_ = false;
+  else if (absl::IsResourceExhausted(s)) full_ = true;
 }
 
 absl::Status KvStoreImpl::SyncTo(uint64_t seq) {
@@ -153,6 +156,7 @@ absl::Status KvStoreImpl::SyncTo(uint64_t seq) {
     s = flusher_.Write(*p, true);
     absl::MutexLock l(&mu_);
     flusher_.Complete(*p, s);
+    NoteFlush(s);
     if (s.ok()) durable_seq_ = std::max(durable_seq_, p->op_seq);
     if (!absl::IsAborted(s)) return s;  // Aborted: an earlier plan failed; plan again
   }
@@ -226,6 +230,13 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
     if (read_only_) return absl::FailedPreconditionError("the store is read-only");
     if (!broken_.ok()) return broken_;
     if (batch.size() == 0) return absl::OkStatus();
+    if (full_) {
+      // The last flush found the pool full: write what waits first, and
+      // refuse this change (unapplied) while that still fails.
+      if (absl::Status s = FlushLocked(); !s.ok())
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("the pool is full; nothing of this change was applied (%s)", s.message()));
+    }
     if (absl::Status s = ApplyLocked(batch); !s.ok()) return s;
     seq = op_seq_;
     if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) {

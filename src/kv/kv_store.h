@@ -56,6 +56,8 @@ class KvStoreImpl : public KvStore {
   absl::Status ApplyLocked(const KvWriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SyncTo(uint64_t seq);
+  // Tracks whether the pool was full at the last flush.
+  void NoteFlush(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Volume* volume_;
   Layout layout_;
@@ -70,6 +72,9 @@ class KvStoreImpl : public KvStore {
   uint64_t durable_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // a change failed half-applied
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // The last flush found the pool full: writes are refused, unapplied,
+  // until what waits in the buffer can be written.
+  bool full_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t synced_writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

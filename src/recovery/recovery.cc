@@ -68,8 +68,8 @@ absl::StatusOr<Recovered> Recovery::Run() {
   }
   log->warn("no usable checkpoint; rebuilding the map from the log alone");
   out_.degraded.push_back(
-      "no usable checkpoint: the map was rebuilt from the log alone (trims, clones and "
-      "snapshots older than the log may be lost)");
+      "no usable checkpoint: the map was rebuilt from the log alone (trims, clones, "
+      "snapshots and datasets older than the log may be lost)");
   if (absl::Status s = RebuildFromLog(); !s.ok()) return s;
   DropScratch();
   out_.needs_checkpoints = true;

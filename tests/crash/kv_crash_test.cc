@@ -110,6 +110,7 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
   Image base;  // state after ops the last check accepted
   std::mt19937_64 rng(20261125);
   int total_ok = 0;
+  uint64_t scratch = 0, merges = 0;
   size_t total_lost = 0;
   for (int it = 0; it < iterations; ++it) {
     ko.mode = it % 3 == 0 ? KvMode::kIplMerge : KvMode::kIpl;
@@ -123,6 +124,8 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     stop = true;
     t.join();
     total_ok += ok_ops;
+    scratch += store->Stats().scratch_flushes;
+    merges += store->Stats().unit_merges;
     store.reset();
     pool.reset();
     fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
@@ -149,9 +152,12 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     base = std::move(m);
     store.reset();
   }
-  std::printf("crash points: %d, batches acknowledged: %d, ops lost (unsynced): %zu\n", iterations,
-              total_ok, total_lost);
+  std::printf("crash points: %d, batches acknowledged: %d, ops lost (unsynced): %zu, "
+              "scratch flushes: %llu, unit merges: %llu\n",
+              iterations, total_ok, total_lost, (unsigned long long)scratch, (unsigned long long)merges);
   EXPECT_GT(total_ok, iterations);
+  EXPECT_GT(scratch, 0u) << "no flush took the scratch path";
+  EXPECT_GT(merges, 0u) << "no erase unit was merged";
 }
 
 // Synced writers on several threads share flushes (group commit), and
@@ -176,6 +182,8 @@ TEST(KvCrashTest, ConcurrentSyncedWritersShareFlushesAndSurvive) {
   KvStats st = store->Stats();
   EXPECT_EQ(st.synced_writes, uint64_t(kThreads * kPuts));
   EXPECT_LT(st.flushes, st.synced_writes) << "no flush was shared";
+  std::printf("%llu synced writes in %llu flushes\n", (unsigned long long)st.synced_writes,
+              (unsigned long long)st.flushes);
   fault->Crash();
   store.reset();
   pool.reset();

@@ -1,5 +1,5 @@
 // Fuzzes the control dispatcher in process (issue 19): every command of the
-// daemon (core, snapshot, range) over a real pool on MemMedia, fed deep
+// daemon (core, snapshot, range, kv) over a real pool on MemMedia, fed deep
 // nesting, huge numbers, invalid UTF-8, truncated JSON, wrong types for
 // every field of every command and randomly mutated requests. Every reply
 // must be one line holding one JSON object with a boolean "ok" (and
@@ -14,8 +14,11 @@
 
 #include "control/control.h"
 #include "control/control_commands.h"
+#include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
+#include "control/kv_registry.h"
+#include "ftl/kv.h"
 #include "ftl/pool.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
@@ -50,8 +53,17 @@ class ControlFuzzTest : public ::testing::Test {
     RegisterCoreCommands(&dispatcher_, &ctx_);
     RegisterSnapshotCommands(&dispatcher_, &ctx_);
     RegisterRangeCommands(&dispatcher_, &ctx_);
+    // Small buffers: mutated "create" requests make many datasets, and
+    // "list" opens every one.
+    ASSERT_OK(KvStore::Create(pool_.get(), "kf"));
+    kv_ = std::make_unique<KvRegistry>(pool_.get(), KvOptions{.buffer_pages = 16});
+    ctx_.kv = kv_.get();
+    RegisterKvCommands(&dispatcher_, &ctx_);
   }
   void TearDown() override {
+    if (kv_) {
+      EXPECT_OK(kv_->CloseAll());
+    }
     server_.reset();
     if (pool_) {
       EXPECT_OK(pool_->Close());
@@ -95,6 +107,7 @@ class ControlFuzzTest : public ::testing::Test {
   std::unique_ptr<Pool> pool_;
   ExportTable exports_;
   std::unique_ptr<Server> server_;
+  std::unique_ptr<KvRegistry> kv_;
   DaemonContext ctx_;
   ControlDispatcher dispatcher_;
   size_t sent_ = 0;
@@ -190,6 +203,18 @@ std::vector<CommandShape> Commands() {
       {R"({"cmd":"range","action":"attr","offset":"2M","length":"4K","attr":"mutable"})",
        {"attr"}},
       {R"({"cmd":"range","action":"attrs"})", {"volume"}},
+      {R"({"cmd":"kv","action":"create","name":"kg","geometry":"pages=28"})",
+       {"action", "name", "geometry"}},
+      {R"({"cmd":"kv","action":"list"})", {"action"}},
+      {R"({"cmd":"kv","action":"put","name":"kf","key":"a","value":"b"})",
+       {"name", "key", "value", "key_b64", "value_b64", "sync"}},
+      {R"({"cmd":"kv","action":"get","name":"kf","key_b64":"YQ=="})", {"name", "key", "key_b64"}},
+      {R"({"cmd":"kv","action":"scan","name":"kf","from":"a","to":"z","limit":5})",
+       {"name", "from", "to", "from_b64", "to_b64", "limit"}},
+      {R"({"cmd":"kv","action":"stats","name":"kf"})", {"name"}},
+      {R"({"cmd":"kv","action":"delete","name":"kf","key":"a","sync":false})",
+       {"name", "key", "sync"}},
+      {R"({"cmd":"kv","action":"destroy","name":"kg"})", {"name", "force"}},
   };
 }
 

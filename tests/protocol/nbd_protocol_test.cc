@@ -376,6 +376,43 @@ TEST(DaemonExports, ListShowsEveryExportIncludingTheDefault) {
   ASSERT_OK((*pool)->Close());
 }
 
+// Key-value datasets are no block devices: the daemon does not export
+// them, the table refuses them, and LIST / INFO / GO do not know them.
+TEST(DaemonExports, KeyValueDatasetsAreNeverExports) {
+  FormatOptions f;
+  f.segment_bytes = 256 << 10;
+  OpenOptions open;
+  open.start_cleaner = false;
+  open.checkpoint_interval = std::chrono::milliseconds(0);
+  auto pool = Pool::Format(NewMemMedia(32 * kMiB), f, open);
+  ASSERT_OK(pool);
+  auto kv = (*pool)->CreateDataset("kv", DatasetKind::kKv, uint64_t(1) << 40);
+  ASSERT_OK(kv);
+  ASSERT_OK((*pool)->CreateDataset("blk", DatasetKind::kBlock, kMiB).status());
+  ExportTable exports;
+  ASSERT_OK(FillExports(**pool, DaemonOptions{}, &exports));
+  std::vector<std::string> names;
+  for (const Export& e : exports.List()) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"ftl0", "", "blk"}));
+  absl::Status add = exports.Add({.name = "kv", .description = "", .volume = *kv});
+  EXPECT_TRUE(absl::IsFailedPrecondition(add)) << add;
+  EXPECT_FALSE(exports.Find("kv").has_value());
+  Negotiation n;
+  auto replies = Replies(HandleOption(kOptList, {}, exports, &n).reply);
+  EXPECT_EQ(replies.size(), 4u);  // three exports and the ack
+  std::vector<std::byte> go_kv;  // name "kv", no info requests
+  BeWriter w(&go_kv);
+  w.U32(2);
+  w.Str("kv");
+  w.U16(0);
+  auto go = HandleOption(kOptGo, go_kv, exports, &n);
+  EXPECT_EQ(Replies(go.reply)[0].first, kRepErrUnknown);
+  EXPECT_FALSE(n.chosen.has_value());
+  auto info = HandleOption(kOptInfo, go_kv, exports, &n);
+  EXPECT_EQ(Replies(info.reply)[0].first, kRepErrUnknown);
+  ASSERT_OK((*pool)->Close());
+}
+
 TEST(Validate, ErrorsAsTheSpecAsks) {
   TransmissionContext ctx{.size = 1 * kMiB, .read_only = false, .structured_replies = false,
                           .base_allocation = false};

@@ -205,6 +205,8 @@ TEST_P(KvStoreTest, ModelRandomOpsAndReopen) {
   EXPECT_OK(iter->status());
   EXPECT_EQ(n, model.size());
   EXPECT_GT(s->Stats().tree_height, 1u);
+  EXPECT_GT(s->Stats().evictions, 0u) << "the 32-page buffer never evicted";
+  EXPECT_LE(s->Stats().buffer_pages, 32u + 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, KvStoreTest,

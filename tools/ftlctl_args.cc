@@ -1,0 +1,52 @@
+#include "tools/ftlctl_args.h"
+
+namespace ftl::ctl {
+
+bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
+                  const std::set<std::string>& flag_opts, SubArgs* out, std::string* error) {
+  bool options_done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (options_done) {
+      out->pos.push_back(a);
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a.size() > 2 && a.rfind("--", 0) == 0) {
+      std::string name = a.substr(2), value;
+      bool has_value = false;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name.resize(eq);
+        has_value = true;
+      }
+      if (flag_opts.count(name)) {
+        if (has_value) {
+          *error = "--" + name + " takes no value";
+          return false;
+        }
+        out->flags.insert(name);
+      } else if (value_opts.count(name)) {
+        if (!has_value) {
+          if (i + 1 >= args.size()) {
+            *error = "--" + name + " needs a value";
+            return false;
+          }
+          value = args[++i];
+        }
+        out->opts[name] = value;
+      } else {
+        *error = "unknown option " + a + " for '" + out->action + "'";
+        return false;
+      }
+    } else if (a == "-" || a.empty() || a[0] != '-') {
+      out->pos.push_back(a);
+    } else {
+      *error = "unknown option " + a + " for '" + out->action + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+
+}  // namespace ftl::ctl

@@ -1,0 +1,24 @@
+#pragma once
+// ftlctl's parsing of a subcommand's arguments ("ACTION ARG... --opt VALUE
+// --flag"), shared by its snapshot, range and kv verbs. Owns nothing; pure.
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ftl::ctl {
+
+// Parsed "ACTION ARG... --opt VALUE --flag" after the command word.
+struct SubArgs {
+  std::string action;
+  std::vector<std::string> pos;
+  std::map<std::string, std::string> opts;
+  std::set<std::string> flags;
+};
+
+// `value_opts` take a value ("--opt V" or "--opt=V"); `flag_opts` do not.
+bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
+                  const std::set<std::string>& flag_opts, SubArgs* out, std::string* error);
+
+}  // namespace ftl::ctl
