@@ -10,18 +10,22 @@
 #                       [--engines "ftld rocksdb leveldb lmdb"]
 #                       [--modes "nosync sync"] [--quick] [--out FILE]
 #                       [-- extra kv_peers flags, e.g. --kv-mode merge]
+#   bench/kv_compare.sh --tables RAW...   (only the tables, over the raw
+#                       results of earlier runs together)
 #
-# --quick: 100000 keys, 2000 synced ops, 1 round (a try-out, ~5 min).
+# --quick: 100000 keys, 2000 synced ops, 1 round (a try-out, ~2-3 min).
 # Workloads (kv_peers.cc says exactly what each does): nosync: fillrandom,
 # overwrite, readrandom, scan (1000-key ranges); sync: fillrandom and
 # overwrite with a sync on every write, after an unsynced load of --keys.
 # The raw "RESULT" lines go to --out (default DIR/kv_compare-DATE.txt).
-# Runs every kv_peers under nice. Only prints (never a timed assertion).
+# Runs every kv_peers under nice (do not nice the script as well: at nice 19
+# the runs starve behind other users' builds). Only prints (never a timed
+# assertion).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN="" DIR=/var/tmp/kvbench KEYS=1000000 SYNC_OPS=20000 ROUNDS=2 OUT=""
-ENGINES="ftld rocksdb leveldb lmdb" MODES="nosync sync" EXTRA=()
+ENGINES="ftld rocksdb leveldb lmdb" MODES="nosync sync" EXTRA=() TABLES=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) BIN="$2"; shift 2 ;;
@@ -33,49 +37,14 @@ while [[ $# -gt 0 ]]; do
     --modes) MODES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) KEYS=100000; SYNC_OPS=2000; ROUNDS=1; shift ;;
+    --tables) shift; TABLES=("$@"); break ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-if [[ -z "$BIN" ]]; then
-  for b in "$here/../build-bench/bench/kv_peers" "$here/../build/bench/kv_peers"; do
-    [[ -x "$b" ]] && { BIN="$b"; break; }
-  done
-fi
-[[ -x "$BIN" ]] || { echo "kv_compare: no kv_peers binary (give --bin)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "kv_compare: python3 needed for the tables" >&2; exit 2; }
-mkdir -p "$DIR"
-OUT="${OUT:-$DIR/kv_compare-$(date -u +%Y%m%d-%H%M%S).txt}"
-: >"$OUT"
-
-{
-  echo "# $(date -u '+%Y-%m-%d %H:%M:%S') UTC, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-  echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs))"
-  echo "# keys $KEYS, synced ops $SYNC_OPS, rounds $ROUNDS, engines $ENGINES, modes $MODES ${EXTRA[*]:-}"
-  echo "# binary: $BIN ($(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'))"
-} | tee -a "$OUT"
-
-read -r -a order <<<"$ENGINES"
-for r in $(seq 1 "$ROUNDS"); do
-  if (( r % 2 == 0 )); then
-    rev=(); for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
-    run=("${rev[@]}")
-  else
-    run=("${order[@]}")
-  fi
-  for mode in $MODES; do
-    for e in "${run[@]}"; do
-      echo "# round $r mode $mode engine $e (load $(cut -d' ' -f1 /proc/loadavg))" | tee -a "$OUT"
-      nice "$BIN" --engine "$e" --mode "$mode" --dir "$DIR" --keys "$KEYS" --sync-ops "$SYNC_OPS" \
-          --seed "$r" "${EXTRA[@]}" 2>"$DIR/kv_peers-$e.err" |
-        sed "s/^RESULT /RESULT round=$r /" | tee -a "$OUT" | grep -E '^RESULT' | cut -c1-160 ||
-        echo "# FAILED: round $r mode $mode engine $e: $(tail -3 "$DIR/kv_peers-$e.err")" | tee -a "$OUT"
-    done
-  done
-done
-
-python3 - "$OUT" <<'EOF'
+tables() {
+  python3 - <(cat "$@") <<'EOF'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -128,4 +97,44 @@ for mode in ["nosync", "sync"]:
             line += " | " + ("-" if not a or not b else f"{a / b:.2f}x")
         print(line + " |")
 EOF
+}
+if (( ${#TABLES[@]} > 0 )); then tables "${TABLES[@]}"; exit 0; fi
+if [[ -z "$BIN" ]]; then
+  for b in "$here/../build-bench/bench/kv_peers" "$here/../build/bench/kv_peers"; do
+    [[ -x "$b" ]] && { BIN="$b"; break; }
+  done
+fi
+[[ -x "$BIN" ]] || { echo "kv_compare: no kv_peers binary (give --bin)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "kv_compare: python3 needed for the tables" >&2; exit 2; }
+mkdir -p "$DIR"
+OUT="${OUT:-$DIR/kv_compare-$(date -u +%Y%m%d-%H%M%S).txt}"
+: >"$OUT"
+
+{
+  echo "# $(date -u '+%Y-%m-%d %H:%M:%S') UTC, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs))"
+  echo "# keys $KEYS, synced ops $SYNC_OPS, rounds $ROUNDS, engines $ENGINES, modes $MODES ${EXTRA[*]:-}"
+  echo "# binary: $BIN ($(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+} | tee -a "$OUT"
+
+read -r -a order <<<"$ENGINES"
+for r in $(seq 1 "$ROUNDS"); do
+  if (( r % 2 == 0 )); then
+    rev=(); for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+    run=("${rev[@]}")
+  else
+    run=("${order[@]}")
+  fi
+  for mode in $MODES; do
+    for e in "${run[@]}"; do
+      echo "# round $r mode $mode engine $e (load $(cut -d' ' -f1 /proc/loadavg))" | tee -a "$OUT"
+      nice "$BIN" --engine "$e" --mode "$mode" --dir "$DIR" --keys "$KEYS" --sync-ops "$SYNC_OPS" \
+          --seed "$r" "${EXTRA[@]}" 2>"$DIR/kv_peers-$e.err" |
+        sed "s/^RESULT /RESULT round=$r /" | tee -a "$OUT" | grep -E '^RESULT' | cut -c1-160 ||
+        echo "# FAILED: round $r mode $mode engine $e: $(tail -3 "$DIR/kv_peers-$e.err")" | tee -a "$OUT"
+    done
+  done
+done
+
+tables "$OUT"
 echo "# raw results: $OUT"
