@@ -233,8 +233,6 @@ class RocksEngine : public Engine {
     return false;
   }
   std::string Extra() override {
-    std::string levels;
-    db_->GetProperty("rocksdb.levelstats", &levels);
     uint64_t mem = 0, sst = 0;
     db_->GetIntProperty("rocksdb.cur-size-all-mem-tables", &mem);
     db_->GetIntProperty("rocksdb.total-sst-files-size", &sst);
@@ -524,7 +522,8 @@ class Runner {
     return std::string_view(values_).substr(off, kValueBytes);
   }
 
-  // Puts keys[i] for every i, synced or not; returns a RESULT line.
+  // Puts every key of `keys`, synced or not, settles, and prints the phase
+  // (a RESULT line, or SETUP when it is not a result).
   void Puts(const char* phase, const std::vector<uint64_t>& keys, bool sync, bool report = true) {
     Histogram h;
     const uint64_t w0 = DeviceWriteBytes(), m0 = e_->MediaWriteBytes();
