@@ -223,6 +223,7 @@ absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
   f->log_epoch = epoch;
   f->log_used += entry.size();
   f->dirty_log = true;
+  dirty_log_ids_.insert(f->id);
   return absl::OkStatus();
 }
 

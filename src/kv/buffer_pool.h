@@ -98,6 +98,8 @@ class BufferPool {
   std::unordered_map<uint32_t, std::unique_ptr<Frame>>& frames() { return frames_; }
   std::map<uint32_t, LogBlock>& log_blocks() { return log_blocks_; }
   std::set<uint32_t>& dirty_log_lbas() { return dirty_log_lbas_; }
+  // Frames with dirty_log set (so a flush need not scan the buffer).
+  std::set<uint32_t>& dirty_log_ids() { return dirty_log_ids_; }
   std::set<uint32_t>& rewrite_ids() { return rewrite_ids_; }
   std::map<uint32_t, Blob>& blobs() { return blobs_; }
   std::vector<BlobRef>& freed_blobs() { return freed_blobs_; }
@@ -125,6 +127,7 @@ class BufferPool {
   std::list<uint32_t> lru_;  // front = most recent
   std::map<uint32_t, LogBlock> log_blocks_;
   std::set<uint32_t> dirty_log_lbas_;
+  std::set<uint32_t> dirty_log_ids_;
   std::set<uint32_t> rewrite_ids_;
   std::map<uint32_t, Blob> blobs_;  // by lba, not yet written
   uint64_t blob_blocks_pending_ = 0;

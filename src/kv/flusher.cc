@@ -112,8 +112,11 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     fly(f);
   }
   b.rewrite_ids().clear();
-  for (auto& [id, f] : b.frames())
-    if (f->dirty_log) fly(f.get());
+  for (uint32_t id : b.dirty_log_ids()) {
+    Frame* f = b.frames().at(id).get();
+    if (f->dirty_log) fly(f);  // (merged units' frames flew above)
+  }
+  b.dirty_log_ids().clear();
   for (uint32_t lba : b.dirty_log_lbas()) {
     LogBlock& lb = b.log_blocks().at(lba);
     lb.dirty = false;
@@ -244,7 +247,10 @@ void Flusher::Complete(FlushPlan& p, const absl::Status& s) {
       f->rewrite = true;
       b.rewrite_ids().insert(id);
     }
-    for (uint32_t id : p.dirty_logs) b.frames().at(id)->dirty_log = true;
+    for (uint32_t id : p.dirty_logs) {
+      b.frames().at(id)->dirty_log = true;
+      b.dirty_log_ids().insert(id);
+    }
     for (uint32_t lba : p.blob_lbas) b.blobs().at(lba).inflight = false;
     b.blob_blocks_pending() += p.blob_blocks;
     for (const BlobRef& r : p.trims) b.freed_blobs().push_back(r);
