@@ -45,6 +45,7 @@
 
 namespace {
 
+using ftl::ctl::PrintRows;
 using ftl::ctl::ParseSubArgs;
 using ftl::ctl::SubArgs;
 
@@ -621,31 +622,6 @@ uint64_t U64(const Json& j, const char* key) {
   return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
 }
 
-// Prints rows of cells aligned under a header.
-void PrintRows(const std::vector<std::string>& header,
-               const std::vector<std::vector<std::string>>& rows) {
-  if (rows.empty()) {
-    std::cout << "(none)\n";
-    return;
-  }
-  std::vector<size_t> width;
-  for (const auto& h : header) width.push_back(h.size());
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  auto emit = [&](const std::vector<std::string>& line) {
-    std::string out;
-    for (size_t i = 0; i < line.size(); ++i) {
-      out += line[i];
-      if (i + 1 < line.size()) out += std::string(width[i] - line[i].size() + 2, ' ');
-    }
-    std::cout << out << "\n";
-  };
-  emit(header);
-  for (const auto& row : rows) emit(row);
-}
 
 // Every export a snapshot is active as, comma-separated ("-" if none).
 std::string ActiveExports(const Json& s) {

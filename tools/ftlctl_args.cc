@@ -1,5 +1,8 @@
 #include "tools/ftlctl_args.h"
 
+#include <algorithm>
+#include <iostream>
+
 namespace ftl::ctl {
 
 bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
@@ -48,5 +51,30 @@ bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::stri
   return true;
 }
 
+
+void PrintRows(const std::vector<std::string>& header,
+               const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) {
+    std::cout << "(none)\n";
+    return;
+  }
+  std::vector<size_t> width;
+  for (const auto& h : header) width.push_back(h.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  auto emit = [&](const std::vector<std::string>& line) {
+    std::string out;
+    for (size_t i = 0; i < line.size(); ++i) {
+      out += line[i];
+      if (i + 1 < line.size()) out += std::string(width[i] - line[i].size() + 2, ' ');
+    }
+    std::cout << out << "\n";
+  };
+  emit(header);
+  for (const auto& row : rows) emit(row);
+}
 
 }  // namespace ftl::ctl

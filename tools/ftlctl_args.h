@@ -1,6 +1,7 @@
 #pragma once
 // ftlctl's parsing of a subcommand's arguments ("ACTION ARG... --opt VALUE
-// --flag"), shared by its snapshot, range and kv verbs. Owns nothing; pure.
+// --flag"), and its aligned tables, shared by its snapshot, range and kv
+// verbs. Owns nothing.
 
 #include <map>
 #include <set>
@@ -20,5 +21,9 @@ struct SubArgs {
 // `value_opts` take a value ("--opt V" or "--opt=V"); `flag_opts` do not.
 bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
                   const std::set<std::string>& flag_opts, SubArgs* out, std::string* error);
+
+// Prints rows of cells aligned under a header to stdout ("(none)" if no rows).
+void PrintRows(const std::vector<std::string>& header,
+               const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace ftl::ctl

@@ -147,9 +147,6 @@ std::string U64(const Json& j, const char* key) {
 
 void PrintDatasets(const Json& list) {
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> header = {"NAME", "GEOMETRY", "SIZE", "MAPPED", "SNAPSHOTS"};
-  std::vector<size_t> width;
-  for (const auto& h : header) width.push_back(h.size());
   for (const Json& d : list) {
     auto size = [&](const char* k) {
       return d.contains(k) && d[k].is_number_unsigned() ? ftl::FormatSize(d[k].get<uint64_t>())
@@ -160,22 +157,8 @@ void PrintDatasets(const Json& list) {
                           : "(" + d.value("error", std::string("unknown")) + ")";
     rows.push_back({d.value("name", std::string("?")), geo, size("size_bytes"),
                     size("mapped_bytes"), U64(d, "snapshots")});
-    for (size_t i = 0; i < header.size(); ++i) width[i] = std::max(width[i], rows.back()[i].size());
   }
-  if (rows.empty()) {
-    std::cout << "(none)\n";
-    return;
-  }
-  auto emit = [&](const std::vector<std::string>& line) {
-    std::string out;
-    for (size_t i = 0; i < line.size(); ++i) {
-      out += line[i];
-      if (i + 1 < line.size()) out += std::string(width[i] - line[i].size() + 2, ' ');
-    }
-    std::cout << out << "\n";
-  };
-  emit(header);
-  for (const auto& r : rows) emit(r);
+  PrintRows({"NAME", "GEOMETRY", "SIZE", "MAPPED", "SNAPSHOTS"}, rows);
 }
 
 }  // namespace
