@@ -6,7 +6,9 @@
 
 namespace ftl::kv {
 
-size_t BTree::InlineLimit() const { return buf_->layout().geo.page_bytes / 4; }
+bool BTree::FitsInline(size_t key_bytes, size_t value_bytes) const {
+  return 3 + key_bytes + 2 + value_bytes <= buf_->layout().geo.page_bytes / 4;
+}
 
 absl::Status BTree::Descend(std::string_view key, Path* path) {
   path->buf = buf_;
@@ -51,7 +53,7 @@ absl::Status BTree::Put(std::string_view key, std::string_view value) {
   Frame* leaf = path.frames.back();
   LogEntry e;
   e.key = std::string(key);
-  if (3 + key.size() + 2 + value.size() <= InlineLimit()) {
+  if (FitsInline(key.size(), value.size())) {
     e.op = LogOp::kPut;
     e.value = std::string(value);
   } else {

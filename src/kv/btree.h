@@ -35,8 +35,9 @@ class BTree {
   absl::Status Scan(std::string_view from, std::string_view to, size_t limit,
                     std::vector<std::pair<std::string, std::string>>* out);
 
-  // Largest value kept inline in a leaf with a key of `key_bytes`.
-  size_t InlineLimit() const;
+  // Whether a value is kept in its leaf (else in the blob area): its
+  // entry fits a quarter page, so a page always holds four.
+  bool FitsInline(size_t key_bytes, size_t value_bytes) const;
 
  private:
   // Pinned frames from the root to the leaf of `key`; pos[i] is the child

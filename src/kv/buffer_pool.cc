@@ -156,7 +156,6 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   f->lru = lru_.begin();
   Frame* raw = f.get();
   frames_.emplace(id, std::move(f));
-  stats_.buffer_pages = uint32_t(frames_.size());
   return raw;
 }
 
@@ -187,8 +186,6 @@ absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
   f->lru = lru_.begin();
   Frame* raw = f.get();
   frames_.emplace(id, std::move(f));
-  stats_.pages = root_meta_.next_page;
-  stats_.buffer_pages = uint32_t(frames_.size());
   return raw;
 }
 
@@ -276,7 +273,6 @@ void BufferPool::Evict(Frame* f) {
   lru_.erase(f->lru);
   frames_.erase(f->id);
   ++stats_.evictions;
-  stats_.buffer_pages = uint32_t(frames_.size());
 }
 
 void BufferPool::Trim() { TrimTo(capacity_); }

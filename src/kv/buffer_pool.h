@@ -87,10 +87,14 @@ class BufferPool {
   bool dirty() const;
 
   Meta& meta() { return root_meta_; }
+  const Meta& meta() const { return root_meta_; }
   KvMode mode() const { return mode_; }
   const Layout& layout() const { return layout_; }
   Volume* volume() const { return volume_; }
+  // Counters; pages, buffer_pages, tree_height and synced_writes are the
+  // store's to fill in (KvStoreImpl::Stats).
   KvStats& stats() { return stats_; }
+  const KvStats& stats() const { return stats_; }
   size_t frame_count() const { return frames_.size(); }
   bool over_capacity() const { return frames_.size() > capacity_; }
 

@@ -2,6 +2,7 @@
 
 #include "kv/kv_store.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -121,7 +122,6 @@ absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Poo
   absl::StatusOr<Frame*> root = s->buf_.Get(0);  // next_page starts at 1
   if (!root.ok()) return root.status();
   s->buf_.meta() = (*root)->page.image().meta;
-  s->buf_.stats().pages = s->buf_.meta().next_page;
   s->buf_.Unpin(*root);
   return std::unique_ptr<KvStore>(std::move(s));
 }
@@ -166,8 +166,14 @@ absl::Status KvStoreImpl::SyncTo(uint64_t seq) {
 absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
   // Everything that can fail for the caller is checked before the first
   // change, so a batch is applied whole or not at all.
+  // Insert and Update are checked against the keys as the batch's earlier
+  // operations leave them (only batches holding one pay for the map).
+  bool checks = std::any_of(batch.ops().begin(), batch.ops().end(), [](const KvWriteBatch::Op& op) {
+    return op.kind == KvWriteBatch::Kind::kInsert || op.kind == KvWriteBatch::Kind::kUpdate;
+  });
   std::map<std::string_view, bool> present;  // keys the batch has touched
   for (const KvWriteBatch::Op& op : batch.ops()) {
+    if (!checks) break;
     if (op.kind != KvWriteBatch::Kind::kInsert && op.kind != KvWriteBatch::Kind::kUpdate) {
       present[op.key] = op.kind != KvWriteBatch::Kind::kDelete;
       continue;
@@ -190,7 +196,7 @@ absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
     return absl::ResourceExhaustedError("the dataset's pages are all in use");
   uint64_t blob_need = 0;
   for (const KvWriteBatch::Op& op : batch.ops())
-    if (op.value.size() + op.key.size() + 5 > tree_.InlineLimit())
+    if (op.kind != KvWriteBatch::Kind::kDelete && !tree_.FitsInline(op.key.size(), op.value.size()))
       blob_need += (op.value.size() + kBlock - 1) / kBlock + 1;
   if (buf_.meta().blob_next + blob_need > layout_.blob_blocks)
     return absl::ResourceExhaustedError("the dataset's area for large values is used up");
@@ -377,10 +383,10 @@ absl::Status KvStoreImpl::Close() {
 
 KvStats KvStoreImpl::Stats() const {
   absl::MutexLock l(&mu_);
-  KvStats s = const_cast<BufferPool&>(buf_).stats();
+  KvStats s = buf_.stats();
   s.synced_writes = synced_writes_;
-  s.tree_height = const_cast<BufferPool&>(buf_).meta().height;
-  s.pages = const_cast<BufferPool&>(buf_).meta().next_page;
+  s.tree_height = buf_.meta().height;
+  s.pages = buf_.meta().next_page;
   s.buffer_pages = uint32_t(buf_.frame_count());
   return s;
 }
