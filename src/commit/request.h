@@ -88,9 +88,14 @@ Request* MakeNoteRequest(std::vector<ReqOp> ops, bool barrier, bool frees = fals
 Request* MakeMarker(std::function<void(absl::Status)> done);
 // Runs `done(s)` of each and deletes them; clears `batch`.
 void FailRequests(std::vector<Request*>& batch, const absl::Status& s);
+// A splittable write (a part of a write above the atomic size) is cut only
+// at LBAs that are multiples of this: 64 KiB, the largest database page
+// (docs/decisions.md, "Splits at aligned boundaries").
+inline constexpr Bno kWriteCutBlocks = 16;
 // Cuts a splittable single-op request to the largest head of n blocks for
-// which fits(n) holds; returns the tail (nullptr if it cannot be cut). Both
-// parts report to the original callback, once.
+// which fits(n) holds (a write: only at a multiple of kWriteCutBlocks);
+// returns the tail (nullptr if it cannot be cut). Both parts report to the
+// original callback, once.
 Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits);
 // Blocks of a record holding the first n requests of b.
 uint32_t RecordBlocks(const std::vector<Request*>& b, size_t n);

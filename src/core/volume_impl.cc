@@ -2,6 +2,7 @@
 // blocks, splitting at the atomic size.
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -107,17 +108,31 @@ struct Join {
 
 void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua, Callback done,
                               std::vector<commit::Request*>* out) {
-  // A write of max_atomic_bytes that does not start on a block boundary
-  // touches one block more; it must still be one record (pool.h contract).
-  Bno chunk = ctx_->max_atomic_blocks() + 1;
-  int parts = int((n + chunk - 1) / chunk);
+  // A write of up to max_atomic_bytes is one record; one that does not
+  // start on a block boundary touches one block more (pool.h contract). A
+  // larger write is cut only where the volume's address is a multiple of
+  // the largest power of two within the atomic size (at least 64 KiB on
+  // any geometry this engine formats), so that no cut falls inside a
+  // database page (docs/decisions.md, "Splits at aligned boundaries").
+  const Bno atomic = ctx_->max_atomic_blocks();
+  std::vector<std::pair<Bno, Bno>> cuts;  // (offset in the write, blocks)
+  if (n <= atomic + 1) {
+    cuts.emplace_back(0, n);
+  } else {
+    const Bno align = std::bit_floor(atomic);
+    for (Bno at = 0; at < n;) {
+      Bno end = std::min<Bno>(n, (first + at) / align * align + align - first);
+      cuts.emplace_back(at, end - at);
+      at = end;
+    }
+  }
+  const bool split = cuts.size() > 1;
   // One part (the common case) reports straight to `done`.
-  std::shared_ptr<Join> join = parts > 1 ? std::make_shared<Join>(parts, std::move(done)) : nullptr;
-  for (Bno at = 0; at < n; at += chunk) {
-    Bno len = std::min(chunk, n - at);
+  std::shared_ptr<Join> join = split ? std::make_shared<Join>(int(cuts.size()), std::move(done)) : nullptr;
+  for (auto [at, len] : cuts) {
     auto* r = new commit::Request;
     r->fua = fua;
-    r->splittable = parts > 1;
+    r->splittable = split;
     const std::byte* part = data + size_t(at) * kBlockSize;
     std::vector<uint32_t> csum(len);
     for (Bno k = 0; k < len; ++k) {

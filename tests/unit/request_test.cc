@@ -184,38 +184,56 @@ class SplitTest : public ::testing::Test {
     r->done = calls_.cb();
     return r;
   }
-  std::vector<std::byte> data_ = std::vector<std::byte>(10 * kBlockSize);
+  std::vector<std::byte> data_ = std::vector<std::byte>(40 * kBlockSize);
   Calls calls_;
 };
 
-TEST_F(SplitTest, AWriteIsCutAtTheLargestHeadThatFits) {
-  std::unique_ptr<Request> r(Splittable(ReqOp::Write(4, 100, Csums(10), data_.data())));
+TEST_F(SplitTest, AWriteIsCutAtTheLargestAlignedHeadThatFits) {
+  // Cuts fall only where the LBA is a multiple of 16 blocks (64 KiB): at
+  // LBA 10 a head of 6, 22 or 38 blocks.
+  std::unique_ptr<Request> r(Splittable(ReqOp::Write(4, 10, Csums(40), data_.data())));
   std::vector<Bno> asked;
   std::unique_ptr<Request> tail(SplitToFit(r.get(), [&](Bno n) {
     asked.push_back(n);
-    return n <= 7;
+    return n <= 30;
   }));
   ASSERT_NE(tail, nullptr);
-  EXPECT_EQ(asked, (std::vector<Bno>{9, 8, 7}));  // largest first
-  EXPECT_EQ(r->ops[0].count(), 7u);
-  EXPECT_EQ(r->ops[0].lba(), 100u);
-  EXPECT_EQ(r->ops[0].op.write.csum, Csums(7));
+  EXPECT_EQ(asked, (std::vector<Bno>{38, 22}));  // largest first, aligned only
+  EXPECT_EQ(r->ops[0].count(), 22u);
+  EXPECT_EQ(r->ops[0].lba(), 10u);
+  EXPECT_EQ(r->ops[0].op.write.csum, Csums(22));
   EXPECT_EQ(r->ops[0].data, data_.data());
   ASSERT_EQ(tail->ops.size(), 1u);
   EXPECT_EQ(tail->ops[0].type(), log::OpType::kWrite);
   EXPECT_EQ(tail->ops[0].vol(), 4u);
-  EXPECT_EQ(tail->ops[0].lba(), 107u);
-  EXPECT_EQ(tail->ops[0].op.write.csum, Csums(3, 8));
-  EXPECT_EQ(tail->ops[0].data, data_.data() + 7 * kBlockSize);
+  EXPECT_EQ(tail->ops[0].lba(), 32u);
+  EXPECT_EQ(tail->ops[0].op.write.csum, Csums(18, 23));
+  EXPECT_EQ(tail->ops[0].data, data_.data() + 22 * kBlockSize);
   EXPECT_TRUE(tail->splittable);
   EXPECT_TRUE(tail->fua);
   EXPECT_EQ(tail->slot, gc::Slot::kHot);
   EXPECT_EQ(tail->stream, r->stream);
-  EXPECT_EQ(r->data_blocks() + tail->data_blocks(), 10u);
+  EXPECT_EQ(r->data_blocks() + tail->data_blocks(), 40u);
+}
+
+TEST_F(SplitTest, AWriteWithoutAnAlignedCutThatFitsIsNotCut) {
+  // LBA 100, 10 blocks: the only aligned cut is at 112, past its end.
+  std::unique_ptr<Request> r(Splittable(ReqOp::Write(4, 100, Csums(10), data_.data())));
+  EXPECT_EQ(SplitToFit(r.get(), [](Bno n) { return n <= 7; }), nullptr);
+  EXPECT_EQ(r->ops[0].count(), 10u);
+  // LBA 10, 40 blocks, room for 20: the aligned heads 22 and 38 do not fit,
+  // and 6 does.
+  std::unique_ptr<Request> w(Splittable(ReqOp::Write(4, 10, Csums(40), data_.data())));
+  std::unique_ptr<Request> tail(SplitToFit(w.get(), [](Bno n) { return n <= 20; }));
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(w->ops[0].count(), 6u);
+  EXPECT_EQ(tail->ops[0].lba(), 16u);
+  w->done(absl::OkStatus());
+  tail->done(absl::OkStatus());
 }
 
 TEST_F(SplitTest, BothPartsReportOnceWithTheFirstError) {
-  std::unique_ptr<Request> r(Splittable(ReqOp::Write(0, 0, Csums(4), data_.data())));
+  std::unique_ptr<Request> r(Splittable(ReqOp::Write(0, 14, Csums(4), data_.data())));
   std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 2; }));
   ASSERT_NE(tail, nullptr);
   tail->done(absl::DataLossError("first"));
@@ -226,7 +244,7 @@ TEST_F(SplitTest, BothPartsReportOnceWithTheFirstError) {
 }
 
 TEST_F(SplitTest, BothPartsOkReportOk) {
-  std::unique_ptr<Request> r(Splittable(ReqOp::Write(0, 0, Csums(4), data_.data())));
+  std::unique_ptr<Request> r(Splittable(ReqOp::Write(0, 14, Csums(4), data_.data())));
   std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 3; }));
   ASSERT_NE(tail, nullptr);
   r->done(absl::OkStatus());
