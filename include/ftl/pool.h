@@ -91,6 +91,16 @@ struct OpenOptions {
   // by Check(). Without it such an open fails with DataLoss (README,
   // "What the engine guarantees"). ftld --accept-loss, ftl-tool --accept-loss.
   bool accept_loss = false;
+  // A FLUSH (or FUA write) is answered once its records are durable. The
+  // durable record that lets recovery tell damage to them from a torn
+  // tail (docs/architecture.md, "Durability") may follow up to this much
+  // later: a later record usually carries it for free, otherwise a
+  // one-block marker is written when the delay runs out. Zero: the proof
+  // is durable before the answer (a second sync per flush that ends the
+  // log). Either way acknowledged data is durable; the delay only opens a
+  // window in which a crash plus damage to the last record would read as
+  // a torn tail (docs/decisions.md, "Deferred durability proof").
+  std::chrono::milliseconds proof_delay{20};
 };
 
 // Result of Pool::Check: every inconsistency found, one line each.

@@ -239,6 +239,18 @@ void Committer::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vec
 }
 
 void Committer::ProveDurable(std::vector<Request*> acked) {
+  // Notes (catalogue and range changes) are proven before their answer;
+  // user writes may leave the proof to a later record.
+  const bool user_data = std::all_of(acked.begin(), acked.end(),
+                                     [](const Request* r) { return r->batch_class() == 0; });
+  if (opt_.proof_delay.count() > 0 && user_data) {
+    for (Request* r : acked) {
+      r->done(absl::OkStatus());
+      delete r;
+    }
+    DeferProof();
+    return;
+  }
   Request* m = MakeMarker([acked = std::move(acked)](absl::Status s) {
     for (Request* r : acked) {
       r->done(s);
@@ -277,7 +289,7 @@ void Committer::CommitBatch(std::vector<Request*>& batch, log::Stream stream, gc
       return data + n + log::HeaderBlocksFor(p) <= room &&
              log::HeaderBlocksFor(p) <= log::kMaxHeaderBlocks;
     };
-    if (Request* tail = SplitToFit(batch[fit], fits)) {
+    if (Request* tail = SplitToFit(batch[fit], fits, WriteCutBlocks(opt_.segment_blocks))) {
       batch.insert(batch.begin() + long(fit) + 1, tail);
       ++fit;
     }
@@ -363,7 +375,8 @@ void Committer::WriterLoop() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
         return stop_ || !ckpt_waiters_.empty() || (!committing_ && EligibleLocked());
       };
-      queue_mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
+      queue_mu_.AwaitWithTimeout(absl::Condition(&ready),
+                                 std::min(absl::Milliseconds(100), proof_due_ - absl::Now()));
       ckpt.swap(ckpt_waiters_);
       if (!committing_ && EligibleLocked()) {
         committing_ = true;
@@ -379,6 +392,7 @@ void Committer::WriterLoop() {
     }
     if (drain) DrainQueue();
     MaybeAutoCheckpoint();
+    MaybeProve();
     if (stopping) {
       absl::MutexLock l(&queue_mu_);
       if (!committing_ && gc_q_.empty() && user_q_.empty() && marker_q_.empty() &&
@@ -426,11 +440,35 @@ absl::Status Committer::WriteBatch(std::vector<Request*>& batch, log::Stream str
   return absl::OkStatus();
 }
 
+void Committer::DeferProof() {
+  absl::MutexLock l(&queue_mu_);
+  if (proof_due_ == absl::InfiniteFuture())
+    proof_due_ = absl::Now() + absl::FromChrono(opt_.proof_delay);
+}
+
+void Committer::MaybeProve() {
+  {
+    absl::MutexLock l(&queue_mu_);
+    if (proof_due_ > absl::Now()) return;
+    proof_due_ = absl::InfiniteFuture();
+  }
+  // A record written since proved it (its durable_seq, once synced), or
+  // nothing new became durable: no marker.
+  if (!durability_->NeedsProof()) return;
+  SubmitMany({MakeMarker([](absl::Status s) {
+    if (!s.ok()) util::Logger("core")->warn("deferred durability marker failed: {}", s.ToString());
+  })});
+}
+
 absl::Status Committer::FlushDurable() {
-  if (absl::Status s = durability_->Sync(); !s.ok()) return s;
+  if (absl::Status s = durability_->SyncRecords(); !s.ok()) return s;
   // Records with ops up to what is durable now need a durable record that
   // says so; a marker is one (nothing else is written for it).
   if (!durability_->NeedsProof()) return absl::OkStatus();
+  if (opt_.proof_delay.count() > 0) {
+    DeferProof();
+    return absl::OkStatus();
+  }
   absl::Notification done;
   absl::Status result;
   SubmitMany({MakeMarker([&](absl::Status s) {

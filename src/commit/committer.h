@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "checkpoint/checkpointer.h"
 #include "commit/record_writer.h"
 #include "commit/request.h"
@@ -49,6 +50,10 @@ struct CommitterOptions {
   bool auto_checkpoint = true;
   uint32_t segment_blocks = 0;
   uint32_t segment_count = 0;
+  // OpenOptions::proof_delay: how long the durability marker proving an
+  // acknowledged flush or FUA write may wait for a later record to
+  // prove it instead (zero: written and synced before the answer).
+  std::chrono::milliseconds proof_delay{0};
 };
 
 class Committer : public gc::RelocationSink {
@@ -91,7 +96,8 @@ class Committer : public gc::RelocationSink {
   absl::Status SubmitNotes(std::vector<ReqOp> ops, bool barrier, bool frees = false);
   // What a FLUSH answers: syncs, then makes sure a durable record says so
   // (a durability marker if none does yet), so that recovery can tell
-  // damage to an acknowledged record from a torn tail.
+  // damage to an acknowledged record from a torn tail: before it returns,
+  // or with a proof_delay within that delay (DeferProof).
   absl::Status FlushDurable();
   // A checkpoint by the writer thread; durable when it returns
   // (also gc::RelocationSink's).
@@ -139,8 +145,15 @@ class Committer : public gc::RelocationSink {
                           std::vector<Request*>* acks = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Hands `acked` (written and synced) to a durability marker: they are
-  // completed once the marker's record is durable.
+  // completed once the marker's record is durable. With a proof_delay
+  // user writes are completed at once and the proof deferred.
   void ProveDurable(std::vector<Request*> acked);
+  // Asks for a marker within proof_delay unless a later durable record
+  // proves what is durable now first (the writer thread checks).
+  void DeferProof();
+  // The writer thread: queues the deferred marker once it is due and
+  // still needed.
+  void MaybeProve();
   void MaybeAutoCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::Status CheckpointNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
 
@@ -166,6 +179,8 @@ class Committer : public gc::RelocationSink {
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool user_blocked_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // When a deferred durability marker is due (InfiniteFuture: none asked).
+  absl::Time proof_due_ ABSL_GUARDED_BY(queue_mu_) = absl::InfiniteFuture();
   absl::Status failed_ ABSL_GUARDED_BY(queue_mu_);
   std::thread writer_thread_;
 };

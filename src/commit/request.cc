@@ -93,19 +93,19 @@ void FailRequests(std::vector<Request*>& batch, const absl::Status& s) {
   batch.clear();
 }
 
-Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits) {
+Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits, Bno write_cut) {
   if (!r->splittable || r->ops.size() != 1) return nullptr;
   ReqOp& op = r->ops[0];
   if (op.type() == log::OpType::kTrim) return nullptr;
   const Bno count = op.count();
   if (count < 2) return nullptr;
-  // A write is cut only where its LBA is a multiple of kWriteCutBlocks, so
-  // that no cut falls inside a database page; relocations anywhere.
+  // A write is cut only where its LBA is a multiple of write_cut, so that
+  // no cut falls inside a database page; relocations anywhere.
   const bool write = op.type() == log::OpType::kWrite;
   const Bno lba = write ? op.op.write.lba : 0;
   Bno head = 0;
   for (Bno n = count - 1; n > 0; --n) {
-    if (write && (lba + n) % kWriteCutBlocks != 0) continue;
+    if (write && (lba + n) % write_cut != 0) continue;
     if (fits(n)) {
       head = n;
       break;

@@ -11,6 +11,7 @@
 // Thread safety: a Request belongs to its submitter until submitted, then
 // to the committer, which deletes it after running `done`.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -88,15 +89,19 @@ Request* MakeNoteRequest(std::vector<ReqOp> ops, bool barrier, bool frees = fals
 Request* MakeMarker(std::function<void(absl::Status)> done);
 // Runs `done(s)` of each and deletes them; clears `batch`.
 void FailRequests(std::vector<Request*>& batch, const absl::Status& s);
-// A splittable write (a part of a write above the atomic size) is cut only
-// at LBAs that are multiples of this: 64 KiB, the largest database page
-// (docs/decisions.md, "Splits at aligned boundaries").
-inline constexpr Bno kWriteCutBlocks = 16;
+// A splittable write (a part of a write above the atomic size) is cut at a
+// segment's end only at LBAs that are multiples of this: 64 KiB, the
+// largest database page, on segments of 1 MiB and more (the default is
+// 4 MiB); a sixteenth of a segment on smaller ones, so that cuts still
+// fill segment tails (docs/decisions.md, "Splits at aligned boundaries").
+inline Bno WriteCutBlocks(uint32_t segment_blocks) {
+  return std::clamp<Bno>(segment_blocks / 16, 1, 16);
+}
 // Cuts a splittable single-op request to the largest head of n blocks for
-// which fits(n) holds (a write: only at a multiple of kWriteCutBlocks);
+// which fits(n) holds (a write: only at a multiple of `write_cut` blocks);
 // returns the tail (nullptr if it cannot be cut). Both parts report to the
 // original callback, once.
-Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits);
+Request* SplitToFit(Request* r, const std::function<bool(Bno)>& fits, Bno write_cut);
 // Blocks of a record holding the first n requests of b.
 uint32_t RecordBlocks(const std::vector<Request*>& b, size_t n);
 

@@ -152,6 +152,7 @@ void PoolImpl::StartThreads(const OpenOptions& o) {
   co.auto_checkpoint = o.auto_checkpoint;
   co.segment_blocks = geo_.segment_blocks;
   co.segment_count = geo_.segment_count;
+  co.proof_delay = o.proof_delay;
   committer_.Configure(co, [this] { RefreshVolumes(); });
   committer_.Start();
   gc::CleanerOptions cl;

@@ -112,7 +112,7 @@ void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua,
   // start on a block boundary touches one block more (pool.h contract). A
   // larger write is cut only where the volume's address is a multiple of
   // the largest power of two within the atomic size (at least 64 KiB on
-  // any geometry this engine formats), so that no cut falls inside a
+  // the default geometry), so that no cut falls inside a
   // database page (docs/decisions.md, "Splits at aligned boundaries").
   const Bno atomic = ctx_->max_atomic_blocks();
   std::vector<std::pair<Bno, Bno>> cuts;  // (offset in the write, blocks)

@@ -26,6 +26,17 @@ void Durability::NoteWritten(uint64_t seq, uint64_t claim, bool joined, bool has
   if (has_ops) last_content_ = seq;
 }
 
+absl::Status Durability::SyncRecords() {
+  // Callers that queue behind a sync already covering what was written
+  // when they called share it (several flushes, one media sync).
+  const uint64_t wanted = last_written_.load();
+  {
+    absl::MutexLock l(&sync_mu_);
+    if (durable_.load() >= wanted && proven_.load() >= last_claim_.load()) return absl::OkStatus();
+  }
+  return Sync();
+}
+
 absl::Status Durability::Sync() {
   absl::MutexLock l(&sync_mu_);
   // The claim is read first: it belongs to a record at or before `covered`.

@@ -45,6 +45,11 @@ class Durability {
   // Syncs the media; then everything written before it is durable and the
   // claim of the newest record written is proven.
   absl::Status Sync() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  // Sync for what concerns only records (a FLUSH): a call that finds every
+  // record written before it durable and proven (a sync that started later
+  // completed meanwhile) shares that sync instead of making another.
+  // Writes outside records (checkpoints, superblocks) must use Sync.
+  absl::Status SyncRecords() ABSL_LOCKS_EXCLUDED(sync_mu_);
   // A checkpoint covering records before `next_seq` is durable; `covered`
   // was the newest record written when it was encoded.
   void CheckpointDurable(uint64_t next_seq, uint64_t covered);

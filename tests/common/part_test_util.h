@@ -141,6 +141,7 @@ struct EngineOptions {
   OpenOptions::Placement placement = OpenOptions::Placement::kOff;
   bool read_only = false;
   bool accept_loss = false;
+  std::chrono::milliseconds proof_delay{0};  // OpenOptions::proof_delay
 };
 
 // The parts of an open pool, wired as core::PoolImpl wires them; Open()
@@ -190,6 +191,7 @@ class Engine {
     co.auto_checkpoint = false;
     co.segment_blocks = sb.segment_blocks;
     co.segment_count = sb.segment_count;
+    co.proof_delay = o.proof_delay;
     committer.Configure(co, [this] { ++catalogue_changes; });
     committer.Start();
     return absl::OkStatus();

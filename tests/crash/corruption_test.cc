@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -290,6 +293,36 @@ TEST_P(DamagedLastRecordTest, HeaderDamageRefusesToOpen) {
   auto p = Pool::Open(media_, QuietOpen(false));
   EXPECT_TRUE(absl::IsDataLoss(p.status())) << p.status();
   EXPECT_NE(p.status().message().find("durable"), std::string::npos) << p.status();
+}
+
+// The same with the pool's default proof_delay: the FLUSH is answered after
+// one sync and the marker follows on its own. Once it is durable, damage
+// to the flushed record is detected as above.
+TEST_F(CorruptionTest, DeferredProofDetectsDamageOnceTheMarkerIsDurable) {
+  pool_.reset();
+  OpenOptions open = QuietOpen(false);
+  open.proof_delay = OpenOptions().proof_delay;
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, open));
+  auto old_data = Pattern(131, 0, 64 << 10), new_data = Pattern(31, 0, 64 << 10);
+  ASSERT_OK(vol()->Write(0, old_data));
+  ASSERT_OK(vol()->Flush());
+  const uint64_t writes = media_->writes();
+  ASSERT_OK(vol()->Write(0, new_data));
+  ASSERT_OK(vol()->Flush());
+  EXPECT_EQ(media_->writes(), writes + 1) << "the flush wrote a marker before its answer";
+  // The marker: one more record, synced (bounded wait).
+  for (int i = 0; i < 2500 && media_->writes() < writes + 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(media_->writes(), writes + 2) << "no deferred marker was written";
+  for (int i = 0; i < 2500 && media_->unsynced_writes() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(media_->unsynced_writes(), 0u);
+  pool_.reset();  // a crash after the marker
+  ASSERT_TRUE(FlipBitInBlock2AndReopen(new_data));
+  std::vector<std::byte> out(4096);
+  EXPECT_TRUE(absl::IsDataLoss(vol()->Read(8192, out))) << "the damaged block read without error";
+  ASSERT_OK(vol()->Read(0, out));
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), new_data.begin())) << "an acknowledged block reads old data";
 }
 
 INSTANTIATE_TEST_SUITE_P(FlushOrFua, DamagedLastRecordTest, ::testing::Bool(),

@@ -221,6 +221,71 @@ TEST_F(CommitterTest, FlushDurableWritesAMarkerOnlyWhenSomethingNeedsProof) {
   EXPECT_EQ(e_->durability.last_written(), 2u);  // already proven: no marker
 }
 
+// OpenOptions::proof_delay (the pool's default): a FLUSH is answered after
+// one sync; the marker follows within the delay unless a later record
+// proves the flushed ones first (docs/decisions.md, "Deferred durability
+// proof").
+class DeferredProofTest : public ::testing::Test {
+ protected:
+  void Open(std::chrono::milliseconds delay) {
+    media_ = std::make_shared<parts::CountingMedia>(parts::FormattedMem());
+    e_ = std::make_unique<Engine>(media_);
+    EngineOptions o;
+    o.proof_delay = delay;
+    ASSERT_OK(e_->Open(o));
+  }
+  // Waits (bounded) until record `seq` is proven.
+  bool ProvenWithin(uint64_t seq, absl::Duration limit) {
+    const absl::Time end = absl::Now() + limit;
+    while (e_->durability.proven() < seq && absl::Now() < end) absl::SleepFor(absl::Milliseconds(2));
+    return e_->durability.proven() >= seq;
+  }
+  std::shared_ptr<parts::CountingMedia> media_;
+  std::unique_ptr<Engine> e_;
+};
+
+TEST_F(DeferredProofTest, AFlushIsAnsweredAfterOneSyncAndTheMarkerFollows) {
+  Open(std::chrono::milliseconds(30));
+  Blocks a(1, 1);
+  ASSERT_OK(e_->Write(0, 0, a));
+  const int syncs = media_->syncs;
+  ASSERT_OK(e_->committer.FlushDurable());
+  EXPECT_EQ(media_->syncs, syncs + 1);  // no second sync for a marker
+  EXPECT_GE(e_->durability.durable(), 1u);
+  EXPECT_EQ(e_->durability.last_written(), 1u);  // no marker yet
+  ASSERT_TRUE(ProvenWithin(1, absl::Seconds(5))) << "no marker followed";
+  EXPECT_EQ(e_->durability.last_written(), 2u);  // the marker
+  EXPECT_FALSE(e_->durability.NeedsProof());
+}
+
+TEST_F(DeferredProofTest, ALaterRecordProvesTheFlushedOnesWithoutAMarker) {
+  Open(std::chrono::hours(1));  // the marker never comes due in this test
+  Blocks a(1, 1), b(2, 1);
+  ASSERT_OK(e_->Write(0, 0, a));
+  ASSERT_OK(e_->committer.FlushDurable());
+  EXPECT_EQ(e_->durability.proven(), 0u);
+  ASSERT_OK(e_->Write(0, 1, b));  // its record says 1 is durable
+  ASSERT_OK(e_->committer.FlushDurable());
+  EXPECT_GE(e_->durability.proven(), 1u);
+  EXPECT_EQ(e_->durability.last_written(), 2u);  // two writes, no marker
+}
+
+TEST_F(DeferredProofTest, AFuaWriteIsAnsweredDurableAndProvenLater) {
+  Open(std::chrono::milliseconds(30));
+  Blocks a(1, 2);
+  ASSERT_OK(e_->Write(0, 0, a, /*fua=*/true));
+  EXPECT_GE(e_->durability.durable(), 1u);
+  ASSERT_TRUE(ProvenWithin(1, absl::Seconds(5))) << "no marker followed";
+  EXPECT_EQ(e_->durability.last_written(), 2u);
+}
+
+TEST_F(DeferredProofTest, NotesAreStillProvenBeforeTheirAnswer) {
+  Open(std::chrono::hours(1));
+  ASSERT_OK(e_->committer.SubmitNotes({ReqOp::Note(SnapshotOp(0, "s"))}, /*barrier=*/true));
+  EXPECT_GE(e_->durability.proven(), 1u);
+  EXPECT_FALSE(e_->durability.NeedsProof());
+}
+
 TEST_F(CommitterTest, CheckpointRunsOnTheWriterAndIsDurable) {
   Blocks a(1, 1);
   ASSERT_OK(e_->Write(0, 0, a));

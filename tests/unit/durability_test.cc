@@ -30,6 +30,31 @@ TEST_F(DurabilityTest, StartsAtZero) {
   EXPECT_FALSE(d_.NeedsProof());
 }
 
+TEST_F(DurabilityTest, SyncRecordsSharesASyncThatAlreadyCoversEveryRecord) {
+  d_.Reset(1);
+  d_.NoteWritten(1, 0, false, true);
+  ASSERT_TRUE(d_.SyncRecords().ok());
+  EXPECT_EQ(media_->syncs(), 1u);
+  EXPECT_EQ(d_.durable(), 1u);
+  // Nothing written since: a FLUSH shares the sync that covered record 1.
+  ASSERT_TRUE(d_.SyncRecords().ok());
+  EXPECT_EQ(media_->syncs(), 1u);
+  // Sync (checkpoints, superblocks: writes outside records) always syncs.
+  ASSERT_TRUE(d_.Sync().ok());
+  EXPECT_EQ(media_->syncs(), 2u);
+  // A new record needs a sync of its own.
+  d_.NoteWritten(2, 1, false, true);
+  ASSERT_TRUE(d_.SyncRecords().ok());
+  EXPECT_EQ(media_->syncs(), 3u);
+  EXPECT_EQ(d_.durable(), 2u);
+  // ... and so does a claim no sync has proven yet (a marker was written
+  // after the sync: its durable_seq is what recovery needs).
+  d_.NoteWritten(3, 2, false, false);
+  ASSERT_TRUE(d_.SyncRecords().ok());
+  EXPECT_EQ(media_->syncs(), 4u);
+  EXPECT_EQ(d_.proven(), 2u);
+}
+
 TEST_F(DurabilityTest, ResetMakesEverythingBeforeNextSeqDurableAndProven) {
   d_.Reset(100);
   EXPECT_EQ(d_.last_written(), 99u);

@@ -196,7 +196,7 @@ TEST_F(SplitTest, AWriteIsCutAtTheLargestAlignedHeadThatFits) {
   std::unique_ptr<Request> tail(SplitToFit(r.get(), [&](Bno n) {
     asked.push_back(n);
     return n <= 30;
-  }));
+  }, 16));
   ASSERT_NE(tail, nullptr);
   EXPECT_EQ(asked, (std::vector<Bno>{38, 22}));  // largest first, aligned only
   EXPECT_EQ(r->ops[0].count(), 22u);
@@ -219,12 +219,12 @@ TEST_F(SplitTest, AWriteIsCutAtTheLargestAlignedHeadThatFits) {
 TEST_F(SplitTest, AWriteWithoutAnAlignedCutThatFitsIsNotCut) {
   // LBA 100, 10 blocks: the only aligned cut is at 112, past its end.
   std::unique_ptr<Request> r(Splittable(ReqOp::Write(4, 100, Csums(10), data_.data())));
-  EXPECT_EQ(SplitToFit(r.get(), [](Bno n) { return n <= 7; }), nullptr);
+  EXPECT_EQ(SplitToFit(r.get(), [](Bno n) { return n <= 7; }, 16), nullptr);
   EXPECT_EQ(r->ops[0].count(), 10u);
   // LBA 10, 40 blocks, room for 20: the aligned heads 22 and 38 do not fit,
   // and 6 does.
   std::unique_ptr<Request> w(Splittable(ReqOp::Write(4, 10, Csums(40), data_.data())));
-  std::unique_ptr<Request> tail(SplitToFit(w.get(), [](Bno n) { return n <= 20; }));
+  std::unique_ptr<Request> tail(SplitToFit(w.get(), [](Bno n) { return n <= 20; }, 16));
   ASSERT_NE(tail, nullptr);
   EXPECT_EQ(w->ops[0].count(), 6u);
   EXPECT_EQ(tail->ops[0].lba(), 16u);
@@ -234,7 +234,7 @@ TEST_F(SplitTest, AWriteWithoutAnAlignedCutThatFitsIsNotCut) {
 
 TEST_F(SplitTest, BothPartsReportOnceWithTheFirstError) {
   std::unique_ptr<Request> r(Splittable(ReqOp::Write(0, 14, Csums(4), data_.data())));
-  std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 2; }));
+  std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 2; }, 16));
   ASSERT_NE(tail, nullptr);
   tail->done(absl::DataLossError("first"));
   EXPECT_TRUE(calls_.got.empty());  // waits for the other part
@@ -245,7 +245,7 @@ TEST_F(SplitTest, BothPartsReportOnceWithTheFirstError) {
 
 TEST_F(SplitTest, BothPartsOkReportOk) {
   std::unique_ptr<Request> r(Splittable(ReqOp::Write(0, 14, Csums(4), data_.data())));
-  std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 3; }));
+  std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 3; }, 16));
   ASSERT_NE(tail, nullptr);
   r->done(absl::OkStatus());
   EXPECT_TRUE(calls_.got.empty());
@@ -258,7 +258,7 @@ TEST_F(SplitTest, ARelocationIsCutBlockByBlock) {
   std::unique_ptr<Request> r(Splittable(ReqOp::Reloc(RelocBlocks(6), data_.data())));
   r->stream = log::Stream::kRelocation;
   r->slot = gc::Slot::kGc;
-  std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 4; }));
+  std::unique_ptr<Request> tail(SplitToFit(r.get(), [](Bno n) { return n <= 4; }, 16));
   ASSERT_NE(tail, nullptr);
   ASSERT_EQ(r->ops[0].op.reloc.blocks.size(), 4u);
   ASSERT_EQ(tail->ops[0].op.reloc.blocks.size(), 2u);
@@ -277,24 +277,24 @@ TEST_F(SplitTest, RefusedWhenItCannotOrMustNotBeCut) {
   };
   // Nothing fits.
   std::unique_ptr<Request> w(Splittable(ReqOp::Write(0, 0, Csums(5), data_.data())));
-  EXPECT_EQ(SplitToFit(w.get(), [](Bno) { return false; }), nullptr);
+  EXPECT_EQ(SplitToFit(w.get(), [](Bno) { return false; }, 16), nullptr);
   unchanged(w.get(), 5);
   // One block cannot be cut.
   std::unique_ptr<Request> one(Splittable(ReqOp::Write(0, 0, Csums(1), data_.data())));
-  EXPECT_EQ(SplitToFit(one.get(), [](Bno) { return true; }), nullptr);
+  EXPECT_EQ(SplitToFit(one.get(), [](Bno) { return true; }, 16), nullptr);
   // Not splittable (an atomic write).
   std::unique_ptr<Request> atomic(Splittable(ReqOp::Write(0, 0, Csums(5), data_.data())));
   atomic->splittable = false;
-  EXPECT_EQ(SplitToFit(atomic.get(), [](Bno) { return true; }), nullptr);
+  EXPECT_EQ(SplitToFit(atomic.get(), [](Bno) { return true; }, 16), nullptr);
   unchanged(atomic.get(), 5);
   // Trims are never cut.
   std::unique_ptr<Request> trim(Splittable(ReqOp::Trim(0, 0, 50)));
-  EXPECT_EQ(SplitToFit(trim.get(), [](Bno) { return true; }), nullptr);
+  EXPECT_EQ(SplitToFit(trim.get(), [](Bno) { return true; }, 16), nullptr);
   unchanged(trim.get(), 50);
   // Nor requests of several ops.
   std::unique_ptr<Request> two(Splittable(ReqOp::Write(0, 0, Csums(5), data_.data())));
   two->ops.push_back(ReqOp::Write(0, 10, Csums(5), data_.data()));
-  EXPECT_EQ(SplitToFit(two.get(), [](Bno) { return true; }), nullptr);
+  EXPECT_EQ(SplitToFit(two.get(), [](Bno) { return true; }, 16), nullptr);
   unchanged(two.get(), 5);
   // The original callback is still the caller's own.
   w->done(absl::OkStatus());
