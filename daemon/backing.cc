@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -38,6 +39,12 @@ bool FirstMiBIsZero(Media& media) {
     if (b != std::byte{0}) return false;
   }
   return true;
+}
+
+// A seed for --simulate-volatile-cache without one: the clock and the pid.
+uint64_t ClockSeed() {
+  uint64_t t = uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  return (t ^ (uint64_t(::getpid()) << 40)) * 0x9E3779B97F4A7C15ull;
 }
 
 }  // namespace
@@ -102,6 +109,14 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
   if (out.lock_fd >= 0 && ::flock(out.lock_fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(out.lock_fd);
     return absl::UnavailableError(absl::StrCat(b, " is in use by another process"));
+  }
+  if (o.simulate_volatile_cache) {
+    const uint64_t seed = o.volatile_cache_seed.value_or(ClockSeed());
+    log->warn("{} is wrapped in a simulated volatile write cache (--simulate-volatile-cache={}): "
+              "writes reach it only when flushed, so kill -9 loses what a power cut would. "
+              "For power-cut tests only",
+              b, seed);
+    out.media = NewVolatileCacheMedia(out.media, seed);
   }
 
   if (facts.exists) {

@@ -120,6 +120,18 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
         return Bad(absl::StrCat("--kv-mode: unknown mode '", *v, "' (ipl, ipl-merge, in-place)"));
       }
       o.kv_mode = *v;
+    } else if (arg == "--simulate-volatile-cache") {
+      // The seed only as --simulate-volatile-cache=SEED: a separate word
+      // would be taken for BACKING.
+      if (inline_value) {
+        uint64_t seed = 0;
+        if (!absl::SimpleAtoi(*inline_value, &seed)) {
+          return Bad(absl::StrCat("--simulate-volatile-cache: bad seed '", *inline_value,
+                                  "' (a number from 0 to 2^64-1)"));
+        }
+        o.volatile_cache_seed = seed;
+      }
+      o.simulate_volatile_cache = true;
     } else if (arg == "--accept-loss") {
       o.accept_loss = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -173,6 +185,13 @@ over NBD. Runs in the foreground and logs to stderr.
                        (default 1024, at least 16)
       --kv-mode M      how key-value stores write pages: ipl (default: in-page
                        logging), ipl-merge (merge whole erase units), in-place
+      --simulate-volatile-cache[=SEED]
+                       for power-cut tests only: keep writes in memory until
+                       a flush writes them to BACKING (in an order shuffled
+                       by SEED, default from the clock; logged), so kill -9
+                       then loses what a power cut of a disk with a volatile
+                       write cache would: unflushed writes, and tears the
+                       flush in progress
   -h, --help           this text
   -V, --version        version
 

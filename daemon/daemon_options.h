@@ -3,7 +3,8 @@
 //   ftld [--size SIZE] [--format [--force]] [--bind ADDR] [--port N]
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
-//        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE] BACKING
+//        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE]
+//        [--simulate-volatile-cache[=SEED]] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -36,6 +37,11 @@ struct DaemonOptions {
   bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
   uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store
   std::string kv_mode = "ipl";     // KvOptions::mode: ipl, ipl-merge, in-place
+  // Power-cut tests: the backing behind NewVolatileCacheMedia (include/ftl/media.h),
+  // so that kill -9 loses what a power cut would. The seed orders the
+  // write-throughs; none given: one from the clock and the pid (logged).
+  bool simulate_volatile_cache = false;
+  std::optional<uint64_t> volatile_cache_seed;
   bool help = false;
   bool version = false;
 

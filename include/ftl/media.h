@@ -71,5 +71,13 @@ absl::StatusOr<std::shared_ptr<Media>> OpenMedia(const std::string& path,
                                                  uint64_t create_size = 0);
 // Zero-filled memory.
 std::shared_ptr<Media> NewMemMedia(uint64_t size);
+// For tests and benchmarks only: `inner` behind the volatile write cache of
+// a disk. Writes stay in memory until a Sync writes them through, sector by
+// sector in an order shuffled by `seed`, so that killing the process loses
+// what a power cut would: everything unsynced, and a random subset of the
+// sectors of a sync in progress. Past max_cached_bytes of cached writes the
+// cache is written through without a sync (src/media/volatile_cache_media.h).
+std::shared_ptr<Media> NewVolatileCacheMedia(std::shared_ptr<Media> inner, uint64_t seed,
+                                             uint64_t max_cached_bytes = 256ull << 20);
 
 }  // namespace ftl

@@ -505,6 +505,24 @@ TEST(DaemonOptions, ParsesTheContract) {
   EXPECT_FALSE(ParseDaemonArgs({"--placement", "sometimes", "x"}).ok());
 }
 
+TEST(DaemonOptions, SimulateVolatileCacheTakesAnOptionalInlineSeed) {
+  auto o = ParseDaemonArgs({"x"});
+  ASSERT_OK(o);
+  EXPECT_FALSE(o->simulate_volatile_cache);
+  o = ParseDaemonArgs({"--simulate-volatile-cache", "x"});
+  ASSERT_OK(o);
+  EXPECT_TRUE(o->simulate_volatile_cache);
+  EXPECT_FALSE(o->volatile_cache_seed.has_value());
+  EXPECT_EQ(o->backing, "x");  // the next word is BACKING, never a seed
+  o = ParseDaemonArgs({"--simulate-volatile-cache=18446744073709551615", "x"});
+  ASSERT_OK(o);
+  EXPECT_TRUE(o->simulate_volatile_cache);
+  EXPECT_EQ(*o->volatile_cache_seed, UINT64_MAX);
+  EXPECT_FALSE(ParseDaemonArgs({"--simulate-volatile-cache=abc", "x"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--simulate-volatile-cache=", "x"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--simulate-volatile-cache", "7", "x"}).ok());  // two BACKINGs
+}
+
 TEST(Backing, Rules) {
   DaemonOptions o;
   o.backing = "b";
