@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,7 +70,16 @@ enum class KvMode {
   kIplMerge,  // the thesis: a page that must be rewritten merges its whole
               // erase unit (every page rewritten, logs emptied)
   kInPlace,   // no logs: a dirty page is written whole (the baseline)
+  kPdl,       // page-differential logging: a change is appended to a log
+              // shared by all pages (many pages' changes in one 4 KiB
+              // block) and kept in memory per page; a page is written whole
+              // only when its differential grows past a page or all of
+              // them past KvOptions::diff_budget_bytes. A page read is one
+              // read; a put to a page not in the buffer needs none.
 };
+// "ipl", "ipl-merge", "in-place", "pdl"; and back (nullopt: unknown).
+const char* KvModeName(KvMode m);
+std::optional<KvMode> ParseKvMode(std::string_view name);
 
 struct KvOptions {
   uint32_t buffer_pages = 1024;  // pages the buffer manager holds (>= 16)
@@ -79,6 +89,10 @@ struct KvOptions {
   // 256 KiB for a store opened on a bare Volume). Larger flushes go through
   // the scratch area (Open by name only).
   uint64_t max_atomic_bytes = 0;
+  // kPdl: memory the pages' differentials may take before the largest are
+  // merged into their pages (docs/kv.md, "Differential logging"). Every
+  // mode holds the differentials a dataset was left with at open.
+  uint64_t diff_budget_bytes = 32ull << 20;
 };
 
 struct KvWriteOptions {
@@ -102,6 +116,15 @@ struct KvStats {
   uint64_t synced_writes = 0;      // calls with sync that waited for a flush
   uint64_t blob_writes = 0;        // values kept outside pages
   uint64_t media_write_bytes = 0;  // bytes the store wrote to its dataset
+  // Differential logging (kPdl).
+  uint64_t diff_records = 0;       // changes appended to the differential log
+  uint64_t blind_writes = 0;       // of them, to pages not read for it
+  uint64_t diff_block_writes = 0;  // 4 KiB blocks of the differential log written
+  uint64_t diff_merges = 0;        // pages written whole for their differential
+  uint64_t diff_relogs = 0;        // differentials copied to the log's head
+  uint64_t diff_load_reads = 0;    // blocks read to replay the log at open
+  uint64_t diff_bytes = 0;         // differentials in memory now
+  uint64_t diff_pages = 0;         // pages with one now
   uint64_t pages = 0;              // pages allocated in the dataset
   uint32_t buffer_pages = 0;       // pages in the buffer now
   uint32_t tree_height = 0;

@@ -223,6 +223,15 @@ class Volume {
   // immutable range), OutOfRange (a piece past the end). Empty pieces are
   // ignored. Pieces take their range locks in ascending offset order.
   virtual absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua = false) = 0;
+  // As WriteAtomic, for a write that is part of freeing space (a key-value
+  // store's flush of deletes that rewrites blocks it already maps and then
+  // trims values): like a trim it may use the free segment that other
+  // writes leave to space-freeing requests (docs/architecture.md,
+  // "Segments"), so it succeeds on a full pool. Callers flag only writes
+  // whose net effect frees space or is neutral; the default is WriteAtomic.
+  virtual absl::Status WriteAtomicFreeing(std::span<const Piece> pieces, bool fua = false) {
+    return WriteAtomic(pieces, fua);
+  }
   // Unmaps whole 4 KiB blocks inside the range (partial blocks are left).
   virtual absl::Status Trim(uint64_t offset, uint64_t length, bool fua = false) = 0;
   // Range reads as zeros afterwards. no_hole: keep it allocated (zeros are

@@ -237,6 +237,14 @@ absl::Status VolumeImpl::Write(uint64_t offset, std::span<const std::byte> data,
 }
 
 absl::Status VolumeImpl::WriteAtomic(std::span<const Piece> pieces, bool fua) {
+  return WriteAtomicAs(pieces, fua, false);
+}
+
+absl::Status VolumeImpl::WriteAtomicFreeing(std::span<const Piece> pieces, bool fua) {
+  return WriteAtomicAs(pieces, fua, true);
+}
+
+absl::Status VolumeImpl::WriteAtomicAs(std::span<const Piece> pieces, bool fua, bool frees) {
   if (gone()) return absl::UnavailableError(name_ + " was removed");
   if (ro_) return absl::PermissionDeniedError(name_ + " is read-only");
   // The pieces by offset (empty ones ignored), to check overlaps and to
@@ -281,6 +289,7 @@ absl::Status VolumeImpl::WriteAtomic(std::span<const Piece> pieces, bool fua) {
   std::vector<uint64_t> tickets;
   auto* r = new commit::Request;
   r->fua = fua;
+  r->frees = frees;       // may take the freeing requests' reserve
   r->splittable = false;  // one record, all or nothing
   for (const Piece* p : sorted) {
     const Bno b0 = Bno(p->offset / kBlockSize);

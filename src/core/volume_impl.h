@@ -64,6 +64,7 @@ class VolumeImpl : public Volume {
                   Callback done) override;
   void WriteAsyncBatch(std::vector<AsyncWrite> writes) override;
   absl::Status WriteAtomic(std::span<const Piece> pieces, bool fua) override;
+  absl::Status WriteAtomicFreeing(std::span<const Piece> pieces, bool fua) override;
   absl::Status Trim(uint64_t offset, uint64_t length, bool fua) override;
   absl::Status WriteZeroes(uint64_t offset, uint64_t length, bool fua, bool no_hole,
                            bool fast_only) override;
@@ -73,6 +74,8 @@ class VolumeImpl : public Volume {
   VolumeStats Stats() const override;
 
  private:
+  // WriteAtomic; `frees`: the request may take the freeing reserve.
+  absl::Status WriteAtomicAs(std::span<const Piece> pieces, bool fua, bool frees);
   absl::Status CheckRange(uint64_t offset, uint64_t length, bool is_write) const;
   // Gone, read-only and immutable-range checks of a change to the range.
   absl::Status CheckWritable(uint64_t offset, uint64_t length);

@@ -2,12 +2,35 @@
 
 #include "kv/btree.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace ftl::kv {
 
 bool BTree::FitsInline(size_t key_bytes, size_t value_bytes) const {
-  return 3 + key_bytes + 2 + value_bytes <= buf_->layout().geo.page_bytes / 4;
+  return 3 + key_bytes + 2 + value_bytes <= std::min<size_t>(buf_->layout().geo.page_bytes / 4, 2048);
+}
+
+absl::StatusOr<std::optional<uint32_t>> BTree::DescendBlind(std::string_view key, size_t bytes,
+                                                            Path* path) {
+  path->buf = buf_;
+  const uint32_t height = buf_->meta().height;
+  uint32_t id = 0;
+  for (uint32_t depth = 0;; ++depth) {
+    if (depth > 64) return absl::DataLossError("the tree is deeper than 64 levels (a cycle?)");
+    // Leaves are at depth height - 1 (the root is one while height is 1).
+    if (depth > 0 && depth + 1 == height && buf_->CanChangeBlind(id, bytes))
+      return std::optional<uint32_t>(id);
+    absl::StatusOr<Frame*> f = buf_->Get(id);
+    if (!f.ok()) return f.status();
+    path->frames.push_back(*f);
+    if ((*f)->page.leaf()) return std::optional<uint32_t>();
+    int pos = 0;
+    id = (*f)->page.ChildFor(key, &pos);
+    path->pos.push_back(pos);
+    if (id == kNoPage) return absl::DataLossError(absl::StrFormat("inner page %d has no child", (*f)->id));
+  }
 }
 
 absl::Status BTree::Descend(std::string_view key, Path* path) {
@@ -47,13 +70,26 @@ absl::StatusOr<bool> BTree::Contains(std::string_view key) {
   return path.frames.back()->page.Find(key) != nullptr;
 }
 
-absl::Status BTree::Put(std::string_view key, std::string_view value) {
+absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind) {
   Path path;
-  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
-  Frame* leaf = path.frames.back();
   LogEntry e;
   e.key = std::string(key);
-  if (FitsInline(key.size(), value.size())) {
+  const bool inline_value = FitsInline(key.size(), value.size());
+  if (blind && inline_value) {
+    absl::StatusOr<std::optional<uint32_t>> leaf_id =
+        DescendBlind(key, 3 + key.size() + 2 + value.size(), &path);
+    if (!leaf_id.ok()) return leaf_id.status();
+    if (leaf_id->has_value()) {
+      e.op = LogOp::kPut;
+      e.value = std::string(value);
+      buf_->BlindChange(**leaf_id, e);
+      return absl::OkStatus();
+    }
+  } else if (absl::Status s = Descend(key, &path); !s.ok()) {
+    return s;
+  }
+  Frame* leaf = path.frames.back();
+  if (inline_value) {
     e.op = LogOp::kPut;
     e.value = std::string(value);
   } else {
@@ -67,18 +103,30 @@ absl::Status BTree::Put(std::string_view key, std::string_view value) {
   return SplitIfFull(&path, path.frames.size() - 1);
 }
 
-absl::StatusOr<bool> BTree::Delete(std::string_view key) {
+absl::StatusOr<std::optional<bool>> BTree::Delete(std::string_view key, bool blind) {
   Path path;
-  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  if (blind) {
+    absl::StatusOr<std::optional<uint32_t>> leaf_id = DescendBlind(key, 0, &path);
+    if (!leaf_id.ok()) return leaf_id.status();
+    if (leaf_id->has_value()) {
+      LogEntry e;
+      e.op = LogOp::kDel;
+      e.key = std::string(key);
+      buf_->BlindChange(**leaf_id, e);
+      return std::optional<bool>();
+    }
+  } else if (absl::Status s = Descend(key, &path); !s.ok()) {
+    return s;
+  }
   Frame* leaf = path.frames.back();
   const Entry* old = leaf->page.Find(key);
-  if (!old) return false;
+  if (!old) return std::optional<bool>(false);
   if (old->blob) buf_->FreeBlob(*old->blob);
   LogEntry e;
   e.op = LogOp::kDel;
   e.key = std::string(key);
   if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
-  return true;
+  return std::optional<bool>(true);
 }
 
 absl::Status BTree::SplitIfFull(Path* path, size_t level) {

@@ -28,15 +28,19 @@ class BTree {
   // The value of `key`, nullopt if absent.
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key);
   absl::StatusOr<bool> Contains(std::string_view key);
-  absl::Status Put(std::string_view key, std::string_view value);
-  // Whether the key was there.
-  absl::StatusOr<bool> Delete(std::string_view key);
+  // `blind`: in kPdl a put of an inline value to a leaf not in the buffer
+  // is logged without reading the leaf (BufferPool::BlindChange).
+  absl::Status Put(std::string_view key, std::string_view value, bool blind = false);
+  // Whether the key was there (nullopt: logged blind, unknown; only with
+  // `blind`).
+  absl::StatusOr<std::optional<bool>> Delete(std::string_view key, bool blind = false);
   // Keys in [from, to) ("" to: no end), at most `limit`, appended to out.
   absl::Status Scan(std::string_view from, std::string_view to, size_t limit,
                     std::vector<std::pair<std::string, std::string>>* out);
 
   // Whether a value is kept in its leaf (else in the blob area): its
-  // entry fits a quarter page, so a page always holds four.
+  // entry fits a quarter page, so a page always holds four, and 2 KiB, so
+  // a change is one record of a differential log block (kv_format.h).
   bool FitsInline(size_t key_bytes, size_t value_bytes) const;
 
  private:
@@ -51,6 +55,10 @@ class BTree {
     }
   };
   absl::Status Descend(std::string_view key, Path* path);
+  // Descends the inner pages to the leaf of `key`; if that leaf could take
+  // a change of `bytes` unread (BufferPool::CanChangeBlind), returns its id
+  // and leaves `path` at its parent; otherwise loads it too (nullopt).
+  absl::StatusOr<std::optional<uint32_t>> DescendBlind(std::string_view key, size_t bytes, Path* path);
   absl::Status SplitIfFull(Path* path, size_t level);
   absl::Status SplitRoot(Frame* root);
   absl::Status ScanPage(uint32_t id, std::string_view from, std::string_view to, size_t limit,

@@ -11,7 +11,73 @@
 namespace ftl::kv {
 
 BufferPool::BufferPool(Volume* volume, const Layout& layout, KvMode mode, uint32_t capacity)
-    : volume_(volume), layout_(layout), mode_(mode), capacity_(std::max<uint32_t>(capacity, 16)) {}
+    : volume_(volume),
+      layout_(layout),
+      mode_(mode),
+      capacity_(std::max<uint32_t>(capacity, 16)),
+      diffs_(layout) {}
+
+PageInfo& BufferPool::Info(uint32_t id) {
+  if (id >= info_.size()) info_.resize(std::max<size_t>(id + 1, info_.size() * 2));
+  return info_[id];
+}
+
+absl::Status BufferPool::LoadDiffs() {
+  absl::Status s = diffs_.Load(volume_, &stats_.diff_load_reads);
+  if (!s.ok()) return absl::DataLossError(absl::StrFormat("differential log: %s", s.message()));
+  return s;
+}
+
+namespace {
+
+void CollectBlobs(const PageImage& img, std::vector<std::pair<std::string, BlobRef>>* out) {
+  for (const Entry& e : img.entries)
+    if (e.blob) out->emplace_back(e.key, *e.blob);
+}
+
+}  // namespace
+
+absl::Status BufferPool::ApplyDiff(uint32_t id, Page* p,
+                                   std::vector<std::pair<std::string, BlobRef>>* base_blobs) {
+  const DiffLog::PageDiff* d = diffs_.Find(id);
+  if (!d) return absl::OkStatus();
+  const uint32_t epoch = p->image().epoch;
+  if (d->epoch < epoch) {  // the page was written whole since (a merge of another mode)
+    diffs_.Drop(id);
+    return absl::OkStatus();
+  }
+  if (d->epoch > epoch)
+    return absl::DataLossError(absl::StrFormat(
+        "page %d is at epoch %d but the differential log has changes of epoch %d", id, epoch, d->epoch));
+  if (base_blobs) CollectBlobs(p->image(), base_blobs);
+  absl::StatusOr<std::vector<LogEntry>> entries =
+      DecodeLogEntries(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())));
+  if (!entries.ok()) return entries.status();
+  for (const LogEntry& e : *entries)
+    if (absl::Status s = p->Apply(e); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LogArea> BufferPool::ReadLogOnce(uint32_t id) {
+  std::vector<std::byte> area(layout_.log_area_bytes());
+  absl::Status status;
+  ForEachLogPiece(id, [&](uint32_t lba, size_t boff, size_t aoff, size_t n) {
+    if (!status.ok()) return;
+    auto it = log_blocks_.find(lba);
+    if (it != log_blocks_.end()) {
+      std::memcpy(area.data() + aoff, it->second.bytes.data() + boff, n);
+      return;
+    }
+    std::vector<std::byte> b(kBlock);
+    status = volume_->Read(uint64_t(lba) * kBlock, b);
+    ++stats_.log_reads;
+    std::memcpy(area.data() + aoff, b.data() + boff, n);
+  });
+  if (!status.ok()) return status;
+  absl::StatusOr<LogArea> log = DecodeLogArea(area);
+  if (!log.ok()) return absl::DataLossError(absl::StrFormat("page %d log: %s", id, log.status().message()));
+  return log;
+}
 
 void BufferPool::ForEachLogPiece(uint32_t id,
                                  const std::function<void(uint32_t, size_t, size_t, size_t)>& fn) const {
@@ -80,29 +146,15 @@ absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
     return absl::DataLossError(absl::StrFormat("page %d: %s", id, img.status().message()));
   if (img->type == PageType::kNone)
     return absl::DataLossError(absl::StrFormat("page %d was never written", id));
-  if (!img->has_log) return img;
-  // The log blocks: cached ones as they are, others read for this once.
-  std::vector<std::byte> area(layout_.log_area_bytes());
-  absl::Status status;
-  ForEachLogPiece(id, [&](uint32_t lba, size_t boff, size_t aoff, size_t n) {
-    if (!status.ok()) return;
-    auto it = log_blocks_.find(lba);
-    if (it != log_blocks_.end()) {
-      std::memcpy(area.data() + aoff, it->second.bytes.data() + boff, n);
-      return;
-    }
-    std::vector<std::byte> b(kBlock);
-    status = volume_->Read(uint64_t(lba) * kBlock, b);
-    ++stats_.log_reads;
-    std::memcpy(area.data() + aoff, b.data() + boff, n);
-  });
-  if (!status.ok()) return status;
-  absl::StatusOr<LogArea> log = DecodeLogArea(area);
-  if (!log.ok()) return absl::DataLossError(absl::StrFormat("page %d log: %s", id, log.status().message()));
-  if (log->epoch != img->epoch || log->entries.empty()) return img;
   Page p(std::move(*img));
-  for (const LogEntry& e : log->entries)
-    if (absl::Status s = p.Apply(e); !s.ok()) return s;
+  if (p.image().has_log) {
+    absl::StatusOr<LogArea> log = ReadLogOnce(id);
+    if (!log.ok()) return log.status();
+    if (log->epoch == p.image().epoch)
+      for (const LogEntry& e : log->entries)
+        if (absl::Status s = p.Apply(e); !s.ok()) return s;
+  }
+  if (absl::Status s = ApplyDiff(id, &p, nullptr); !s.ok()) return s;
   return std::move(p.image());
 }
 
@@ -130,7 +182,17 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   f->id = id;
   bool has_log = img->has_log;
   f->page = Page(std::move(*img));
-  if (mode_ != KvMode::kInPlace || has_log) {
+  if (mode_ == KvMode::kPdl) {
+    // Its in-page log (written by an IPL mode), read once: the frame keeps
+    // no log blocks.
+    if (has_log) {
+      absl::StatusOr<LogArea> log = ReadLogOnce(id);
+      if (!log.ok()) return log.status();
+      if (log->epoch == f->page.image().epoch)
+        for (const LogEntry& e : log->entries)
+          if (absl::Status s = f->page.Apply(e); !s.ok()) return s;
+    }
+  } else if (mode_ != KvMode::kInPlace || has_log) {
     if (absl::Status s = LoadLogBlocks(id); !s.ok()) return s;
     absl::StatusOr<LogArea> log = DecodeLogArea(ReadArea(id));
     if (!log.ok()) {
@@ -151,6 +213,14 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
     }
     if (mode_ == KvMode::kInPlace) ReleaseLogBlocks(id);
   }
+  if (absl::Status s = ApplyDiff(id, &f->page, &f->base_blobs); !s.ok()) {
+    if (ipl()) ReleaseLogBlocks(id);
+    return s;
+  }
+  PageInfo& info = Info(id);
+  info.epoch = f->page.image().epoch;
+  info.bytes = uint32_t(f->page.bytes());
+  info.known = true;
   f->pins = 1;
   lru_.push_front(id);
   f->lru = lru_.begin();
@@ -171,9 +241,13 @@ absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
   PageImage img;
   img.type = type;
   img.epoch = 1;
-  img.has_log = mode_ != KvMode::kInPlace;
+  img.has_log = ipl();
   f->page = Page(std::move(img));
-  if (mode_ != KvMode::kInPlace) {
+  PageInfo& info = Info(id);
+  info.epoch = 1;
+  info.bytes = uint32_t(f->page.bytes());
+  info.known = true;
+  if (ipl()) {
     if (absl::Status s = LoadLogBlocks(id); !s.ok()) {
       --root_meta_.next_page;
       return s;
@@ -195,12 +269,53 @@ void BufferPool::MarkRewrite(Frame* f) {
   ++f->page.image().epoch;  // empties its log
   f->log_used = 0;
   rewrite_ids_.insert(f->id);
+  if (const DiffLog::PageDiff* d = diffs_.Find(f->id)) {
+    // Values its differential or its old image referenced that it no
+    // longer does (changes logged unread could not free them) are freed
+    // once this write is durable. A value freed twice is trimmed twice
+    // (harmless: blob addresses are never reused). Keys at or above a
+    // split's TRUNC moved to the new page with their values: not freed.
+    std::vector<std::pair<std::string, BlobRef>> maybe = std::move(f->base_blobs);
+    std::optional<std::string> moved;  // keys >= it left the page
+    absl::StatusOr<std::vector<LogEntry>> entries =
+        DecodeLogEntries(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())));
+    if (entries.ok()) {
+      for (const LogEntry& e : *entries) {
+        if (e.op == LogOp::kPutBlob) maybe.emplace_back(e.key, e.blob);
+        if (e.op == LogOp::kTrunc && (!moved || e.key < *moved)) moved = e.key;
+      }
+    }
+    if (!maybe.empty()) {
+      std::vector<std::pair<std::string, BlobRef>> live;
+      CollectBlobs(f->page.image(), &live);
+      for (const auto& [key, r] : maybe) {
+        if (moved && key >= *moved) continue;
+        if (std::none_of(live.begin(), live.end(), [&](const auto& x) { return x.second == r; }))
+          freed_blobs_.push_back(r);
+      }
+    }
+    diffs_.Reset(f->id, f->page.image().epoch);
+  }
+  f->base_blobs.clear();
+  PageInfo& info = Info(f->id);
+  info.epoch = f->page.image().epoch;
+  info.known = true;
 }
 
 absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
   if (absl::Status s = f->page.Apply(e); !s.ok()) return s;
+  Info(f->id).bytes = uint32_t(f->page.bytes());
   if (f->rewrite) return absl::OkStatus();
-  if (mode_ == KvMode::kInPlace) {
+  if (mode_ == KvMode::kPdl) {
+    std::vector<std::byte> entry = EncodeLogEntry(e);
+    diffs_.Append(f->id, f->page.image().epoch, entry);
+    ++stats_.diff_records;
+    return absl::OkStatus();
+  }
+  // A page written without the "has log" flag (by kInPlace or kPdl) is
+  // read by those modes without its log area, so an IPL mode writes it
+  // whole once (with the flag) rather than logging a change it would hide.
+  if (mode_ == KvMode::kInPlace || !f->page.image().has_log) {
     MarkRewrite(f);
     return absl::OkStatus();
   }
@@ -222,6 +337,73 @@ absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
   f->dirty_log = true;
   dirty_log_ids_.insert(f->id);
   return absl::OkStatus();
+}
+
+bool BufferPool::CanChangeBlind(uint32_t id, size_t bytes) const {
+  if (mode_ != KvMode::kPdl || frames_.count(id) || id >= info_.size()) return false;
+  const PageInfo& i = info_[id];
+  return i.known && i.bytes + bytes <= layout_.geo.page_bytes;
+}
+
+void BufferPool::BlindChange(uint32_t id, const LogEntry& e) {
+  PageInfo& info = Info(id);
+  std::vector<std::byte> entry = EncodeLogEntry(e);
+  diffs_.Append(id, info.epoch, entry);
+  // An upper bound: as if the key were new (a delete: as if absent).
+  if (e.op == LogOp::kPut || e.op == LogOp::kPutBlob) info.bytes += uint32_t(EntryBytes(PageType::kLeaf, EntryOf(e)));
+  ++stats_.diff_records;
+  ++stats_.blind_writes;
+}
+
+absl::Status BufferPool::Merge(uint32_t id) {
+  absl::StatusOr<Frame*> f = Get(id);
+  if (!f.ok()) return f.status();
+  MarkRewrite(*f);
+  Unpin(*f);
+  ++stats_.diff_merges;
+  return absl::OkStatus();
+}
+
+absl::Status BufferPool::MaintainDiffs(uint64_t budget) {
+  if (mode_ != KvMode::kPdl || !diffs_.enabled()) return absl::OkStatus();
+  const size_t page = layout_.geo.page_bytes;
+  if (log_limit_ == 0) {
+    // The live log may be three times what the budget holds, at most half
+    // the ring (a lap must never reach the tail).
+    log_limit_ = std::clamp<uint64_t>(3 * budget / kBlock, 64, layout_.dlog_blocks / 2);
+  }
+  // The live records fill at most a third of the log limit.
+  budget = std::min<uint64_t>(budget, log_limit_ * kBlock / 3);
+  for (int n = 0; n < 64; ++n) {
+    auto [id, size] = diffs_.Largest();
+    if (size == 0 || (diffs_.bytes() <= budget && size <= page)) break;
+    if (absl::Status s = Merge(id); !s.ok()) return s;
+  }
+  for (int n = 0; n < 256 && diffs_.head() - diffs_.tail() > log_limit_; ++n) {
+    std::optional<uint32_t> id = diffs_.Oldest();
+    if (!id) break;
+    // Copying a small differential costs its bytes; a large one is better
+    // merged (a page write also empties it for good).
+    if (diffs_.Find(*id)->bytes.size() >= page / 8) {
+      if (absl::Status s = Merge(*id); !s.ok()) return s;
+    } else {
+      diffs_.Relog(*id);
+      ++stats_.diff_relogs;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BufferPool::MergeAllDiffs(uint64_t limit, const std::function<absl::Status()>& flush) {
+  for (uint32_t id : diffs_.PagesWithDiffs()) {
+    if (!diffs_.Find(id)) continue;  // (dropped as stale meanwhile)
+    if (id >= root_meta_.next_page) return absl::DataLossError(absl::StrFormat(
+        "the differential log changes page %d, past the allocated pages", id));
+    if (absl::Status s = Merge(id); !s.ok()) return s;
+    if (Footprint() > limit || over_capacity())
+      if (absl::Status s = flush(); !s.ok()) return s;
+  }
+  return flush();
 }
 
 absl::StatusOr<BlobRef> BufferPool::PutBlob(std::string_view value) {
@@ -253,7 +435,7 @@ absl::StatusOr<std::string> BufferPool::ReadBlob(const BlobRef& r) {
 }
 
 uint64_t BufferPool::Footprint() const {
-  uint64_t n = dirty_log_lbas_.size() + blob_blocks_pending_;
+  uint64_t n = dirty_log_lbas_.size() + blob_blocks_pending_ + diffs_.pending_blocks();
   if (mode_ == KvMode::kIplMerge) {
     std::set<uint32_t> units;
     for (uint32_t id : rewrite_ids_) units.insert(layout_.UnitOf(id));
@@ -265,11 +447,18 @@ uint64_t BufferPool::Footprint() const {
 }
 
 bool BufferPool::dirty() const {
-  return !dirty_log_lbas_.empty() || !rewrite_ids_.empty() || blob_blocks_pending_ > 0;
+  return !dirty_log_lbas_.empty() || !rewrite_ids_.empty() || blob_blocks_pending_ > 0 ||
+         diffs_.pending_blocks() > 0;
 }
 
 void BufferPool::Evict(Frame* f) {
-  if (mode_ != KvMode::kInPlace) ReleaseLogBlocks(f->id);
+  if (ipl()) ReleaseLogBlocks(f->id);
+  // What a change logged unread needs to know (pages filled directly, such
+  // as a split's new page, were not counted by Change).
+  PageInfo& info = Info(f->id);
+  info.epoch = f->page.image().epoch;
+  info.bytes = uint32_t(f->page.bytes());
+  info.known = true;
   lru_.erase(f->lru);
   frames_.erase(f->id);
   ++stats_.evictions;

@@ -10,16 +10,24 @@
 //   (a page pins the blocks its log area lies in), as on the media plus
 //   the entries appended since the last flush;
 // - values kept outside pages (blobs) not yet written.
+// - the pages' differentials and the differential log (DiffLog,
+//   diff_log.h), and what it knows of every page without reading it
+//   (PageInfo: epoch and an upper bound of its size).
 // A change goes through Change(): applied to the page and, in the IPL
 // modes, appended to its log area; a page whose log cannot take the entry
-// becomes a "bomb" and is written whole at the next flush. The Flusher
-// (flusher.h) reads the dirty state and marks it clean.
+// becomes a "bomb" and is written whole at the next flush. In the
+// differential mode (kPdl) a change is appended to the page's
+// differential instead, and BlindChange() logs one for a page not in the
+// buffer without reading it. Every mode applies a page's differential when
+// it reads the page. The Flusher (flusher.h) reads the dirty state and
+// marks it clean.
 //
 // Thread safety: none; the store's lock (kv_store.cc) guards it. I/O
 // (loading pages) happens under that lock.
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <list>
 #include <map>
 #include <memory>
@@ -30,6 +38,7 @@
 
 #include "ftl/kv.h"
 #include "ftl/pool.h"
+#include "kv/diff_log.h"
 #include "kv/page.h"
 
 namespace ftl::kv {
@@ -43,7 +52,21 @@ struct Frame {
   int inflight = 0;        // in a flush whose write has not completed
   uint32_t log_epoch = 0;  // epoch of its log area (== page epoch once used)
   size_t log_used = 0;     // bytes of entries in its log area
+  // Values outside pages its media image (before its differential)
+  // referenced: when the page is written whole they are compared with what
+  // it references then (changes logged without reading the page cannot
+  // free the value they replace). Only kept while it has a differential.
+  std::vector<std::pair<std::string, BlobRef>> base_blobs;  // key, value
   std::list<uint32_t>::iterator lru;
+};
+
+// What the buffer knows of a page without reading it (kPdl): its epoch and
+// an upper bound of its encoded size, once it has been read or written
+// since the store was opened.
+struct PageInfo {
+  uint32_t epoch = 0;
+  uint32_t bytes = 0;
+  bool known = false;
 };
 
 struct LogBlock {
@@ -70,6 +93,27 @@ class BufferPool {
   absl::StatusOr<Frame*> Allocate(PageType type);
   // Applies `e` to the page and logs it (see above).
   absl::Status Change(Frame* f, const LogEntry& e);
+  // kPdl: whether a change of `bytes` (encoded page entry, 0 for a delete)
+  // to page `id` can be logged without reading it: it is not in the
+  // buffer, its epoch is known and it stays within a page.
+  bool CanChangeBlind(uint32_t id, size_t bytes) const;
+  // Logs `e` (a leaf's PUT or DEL) as a change of page `id` unread.
+  // REQUIRES: CanChangeBlind.
+  void BlindChange(uint32_t id, const LogEntry& e);
+  bool Buffered(uint32_t id) const { return frames_.count(id) != 0; }
+  // kPdl upkeep after an operation: pages whose differential outgrew a
+  // page, or the largest while all differentials pass `budget` bytes, are
+  // written whole (merged); when the log is longer than its limit, the
+  // pages holding its tail are merged or their differentials copied to
+  // the head. An error (a page that cannot be read) stops it.
+  absl::Status MaintainDiffs(uint64_t budget);
+  // Writes every page with a differential whole (opening in another mode
+  // than kPdl); `flush` is called whenever the dirty pages pass `limit`.
+  absl::Status MergeAllDiffs(uint64_t limit, const std::function<absl::Status()>& flush);
+  // Replays the differential log (open).
+  absl::Status LoadDiffs();
+  DiffLog& diffs() { return diffs_; }
+  const DiffLog& diffs() const { return diffs_; }
   // Marks the page to be written whole (its log is emptied by a new epoch).
   void MarkRewrite(Frame* f);
 
@@ -122,6 +166,16 @@ class BufferPool {
   void WriteArea(uint32_t id, size_t area_off, std::span<const std::byte> bytes);
   absl::Status MakeRoom();
   void Evict(Frame* f);
+  // Reads a page's log area once, uncached.
+  absl::StatusOr<LogArea> ReadLogOnce(uint32_t id);
+  // Applies the page's differential to `p` if it has one of its epoch
+  // (dropping a stale one); `base_blobs` gets the values the image
+  // referenced before, if it had one.
+  absl::Status ApplyDiff(uint32_t id, Page* p, std::vector<std::pair<std::string, BlobRef>>* base_blobs);
+  // Writes page `id` whole at the next flush (kPdl merges).
+  absl::Status Merge(uint32_t id);
+  PageInfo& Info(uint32_t id);
+  bool ipl() const { return mode_ == KvMode::kIpl || mode_ == KvMode::kIplMerge; }
 
   Volume* volume_;
   Layout layout_;
@@ -138,6 +192,9 @@ class BufferPool {
   std::vector<BlobRef> freed_blobs_;
   Meta root_meta_;
   KvStats stats_;
+  DiffLog diffs_;
+  std::vector<PageInfo> info_;  // by page id
+  uint64_t log_limit_ = 0;      // live differential log blocks before cleaning
 };
 
 }  // namespace ftl::kv

@@ -42,7 +42,7 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     FlushPlan::Piece piece;
     piece.lba = l.PageLba(f->id);
     piece.bytes.resize(l.geo.page_bytes);
-    f->page.image().has_log = b.mode() != KvMode::kInPlace;
+    f->page.image().has_log = b.mode() == KvMode::kIpl || b.mode() == KvMode::kIplMerge;
     EncodePage(f->page.image(), piece.bytes);
     p.pieces.push_back(std::move(piece));
     ++p.add.page_writes;
@@ -141,6 +141,12 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     p.pieces.push_back(std::move(piece));
   }
   b.blob_blocks_pending() -= p.blob_blocks;
+  // The differential log: its new blocks (and the anchor), in the same
+  // write as the pages whose EPOCH records they carry.
+  b.diffs().PlanFlush(&p.dlog);
+  for (auto& [lba, bytes] : p.dlog.blocks) p.pieces.push_back({lba, std::move(bytes)});
+  p.dlog.blocks.clear();
+  p.add.diff_block_writes += p.dlog.log_blocks;
   p.trims = std::move(b.freed_blobs());
   b.freed_blobs().clear();
   std::sort(p.pieces.begin(), p.pieces.end(),
@@ -193,7 +199,7 @@ absl::Status Flusher::WriteScratch(const FlushPlan& p) {
   return pool_->ApplyRangeOps(moves);
 }
 
-absl::Status Flusher::Write(const FlushPlan& p, bool sync) {
+absl::Status Flusher::Write(const FlushPlan& p, bool sync, bool frees) {
   {
     absl::MutexLock lock(&seq_mu_);
     while (done_ticket_ + 1 != p.ticket) seq_cv_.Wait(&seq_mu_);
@@ -212,7 +218,8 @@ absl::Status Flusher::Write(const FlushPlan& p, bool sync) {
     std::vector<Volume::Piece> pieces;
     for (const FlushPlan::Piece& piece : p.pieces)
       pieces.push_back({uint64_t(piece.lba) * kBlock, piece.bytes});
-    s = buf_->volume()->WriteAtomic(pieces, sync);
+    s = frees ? buf_->volume()->WriteAtomicFreeing(pieces, sync)
+              : buf_->volume()->WriteAtomic(pieces, sync);
   } else {
     s = WriteScratch(p);
   }
@@ -229,6 +236,8 @@ void Flusher::Complete(FlushPlan& p, const absl::Status& s) {
     auto it = b.frames().find(id);
     if (it != b.frames().end()) --it->second->inflight;
   }
+  std::vector<std::pair<uint32_t, uint32_t>> ring_trims;
+  b.diffs().Complete(p.dlog, s.ok(), &ring_trims);
   for (uint32_t lba : p.log_lbas) {
     auto it = b.log_blocks().find(lba);
     if (it == b.log_blocks().end()) continue;
@@ -261,7 +270,10 @@ void Flusher::Complete(FlushPlan& p, const absl::Status& s) {
     uint64_t blocks = std::max<uint64_t>(1, (r.len + kBlock - 1) / kBlock);
     (void)b.volume()->Trim(uint64_t(r.lba) * kBlock, blocks * kBlock);
   }
+  for (auto [lba, n] : ring_trims)
+    (void)b.volume()->Trim(uint64_t(lba) * kBlock, uint64_t(n) * kBlock);
   KvStats& st = b.stats();
+  st.diff_block_writes += p.add.diff_block_writes;
   st.page_writes += p.add.page_writes;
   st.log_sector_writes += p.add.log_sector_writes;
   st.log_block_writes += p.add.log_block_writes;

@@ -8,7 +8,8 @@
 //   and the root's allocation state as a log entry; it marks all of it
 //   clean and in flight.
 // - Write() (with or without the store lock) writes the plan: as one
-//   Volume::WriteAtomic when it fits the pool's atomic size, else into
+//   Volume::WriteAtomic (WriteAtomicFreeing for a flush that frees space,
+//   see KvStoreImpl) when it fits the pool's atomic size, else into
 //   the dataset's non-persistent scratch area and then into place with
 //   one batch of range moves (one note). Plans are written in the order
 //   they were made (a ticket each); a plan made before an earlier plan's
@@ -16,7 +17,8 @@
 //   plan's changes).
 // - Complete() (under the store lock) ends the flight: on success it
 //   counts and trims freed values; on failure it marks everything dirty
-//   again.
+//   again. The differential log (diff_log.h) plans its blocks and anchor
+//   into the same write and trims the ring behind its new tail after it.
 //
 // Thread safety: Plan and Complete under the store lock; Write from any
 // thread; the ticket state has its own leaf lock.
@@ -47,6 +49,7 @@ struct FlushPlan {
   std::vector<uint32_t> blob_lbas;
   uint64_t blob_blocks = 0;
   std::vector<BlobRef> trims;
+  DiffLog::FlushPart dlog;
   KvStats add;  // counters to add once written
   uint64_t blocks() const;
 };
@@ -58,7 +61,9 @@ class Flusher {
       : buf_(buf), pool_(pool), name_(std::move(name)), max_atomic_blocks_(max_atomic_bytes / kBlock) {}
 
   absl::StatusOr<FlushPlan> Plan(uint64_t op_seq);
-  absl::Status Write(const FlushPlan& p, bool sync);
+  // `frees`: the flush is part of freeing space (include/ftl/pool.h,
+  // Volume::WriteAtomicFreeing).
+  absl::Status Write(const FlushPlan& p, bool sync, bool frees = false);
   void Complete(FlushPlan& p, const absl::Status& s);
   uint64_t max_atomic_blocks() const { return max_atomic_blocks_; }
 

@@ -101,6 +101,19 @@ size_t Layout::LogOffset(uint32_t page) const {
   return (size_t(slot) * log_area_bytes()) % kBlock;
 }
 
+bool Layout::CarveDiffLog(uint32_t blob_used) {
+  // A quarter of the blob area, at most 2^20 blocks (4 GiB of addresses;
+  // thin: only the live part of the ring is mapped), at least 64.
+  uint32_t n = std::min<uint32_t>(blob_blocks / 4, 1u << 20);
+  if (n < 64 || blob_blocks - n - 1 < blob_used) return false;
+  blob_blocks -= n + 1;
+  anchor_lba = blob_base + blob_blocks;
+  dlog_base = anchor_lba + 1;
+  dlog_blocks = n;
+  version = kFormatVersion;
+  return true;
+}
+
 absl::StatusOr<Layout> Layout::Plan(const KvGeometry& geo, uint64_t blocks) {
   if (absl::Status s = geo.Validate(); !s.ok()) return s;
   blocks = std::min<uint64_t>(blocks, 0xFFFFFFF0u);
@@ -113,7 +126,7 @@ absl::StatusOr<Layout> Layout::Plan(const KvGeometry& geo, uint64_t blocks) {
   l.unit_count = uint32_t((rest / 2) / geo.unit_blocks());
   l.blob_base = l.unit_base + l.unit_count * geo.unit_blocks();
   l.blob_blocks = uint32_t(blocks - l.blob_base);
-  if (l.unit_count < 4 || l.scratch_blocks < 64)
+  if (l.unit_count < 4 || l.scratch_blocks < 64 || !l.CarveDiffLog(0))
     return absl::InvalidArgumentError(absl::StrFormat(
         "a dataset of %d blocks is too small for erase units of %d blocks", blocks, geo.unit_blocks()));
   l.created_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -138,6 +151,9 @@ std::vector<std::byte> EncodeHeader(const Layout& l) {
   e.U32(l.blob_base);
   e.U32(l.blob_blocks);
   e.U64(l.created_ns);
+  e.U32(l.anchor_lba);
+  e.U32(l.dlog_base);
+  e.U32(l.dlog_blocks);
   e.U64(util::Xxh3(out));
   out.resize(kBlock);
   return out;
@@ -159,14 +175,23 @@ absl::StatusOr<Layout> DecodeHeader(std::span<const std::byte> block) {
   l.blob_base = d.U32();
   l.blob_blocks = d.U32();
   l.created_ns = d.U64();
+  l.version = version;
+  if (version >= 2) {
+    l.anchor_lba = d.U32();
+    l.dlog_base = d.U32();
+    l.dlog_blocks = d.U32();
+  }
   size_t body = d.pos();
   uint64_t sum = d.U64();
   if (!d.ok() || util::Xxh3(block.first(body)) != sum)
     return absl::DataLossError("key-value dataset header fails its checksum");
-  if (version != kFormatVersion)
-    return absl::FailedPreconditionError(
-        absl::StrFormat("key-value dataset format %d; this build reads %d", version, kFormatVersion));
+  if (version < 1 || version > kFormatVersion)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "key-value dataset format %d; this build reads 1 to %d", version, kFormatVersion));
   if (absl::Status s = l.geo.Validate(); !s.ok()) return s;
+  if (l.has_diff_log() && (uint64_t(l.dlog_base) + l.dlog_blocks > 0xFFFFFFF0u ||
+                           l.anchor_lba < uint64_t(l.blob_base) + l.blob_blocks))
+    return absl::DataLossError("key-value dataset header: the differential log overlaps");
   return l;
 }
 
@@ -288,6 +313,8 @@ std::vector<std::byte> EncodeLogEntry(const LogEntry& x) {
       e.U32(x.meta.blob_next);
       e.U32(x.meta.height);
       break;
+    case LogOp::kEpoch:
+      break;
   }
   return b;
 }
@@ -299,49 +326,122 @@ void PutLogHeader(std::span<std::byte> area, uint32_t epoch, size_t used) {
   util::PutU32(&area[4], epoch);
 }
 
+namespace {
+
+// One entry at the decoder's position; false at a malformed op.
+bool DecodeOneEntry(Decoder& d, LogEntry* x) {
+  x->op = LogOp(d.U8());
+  switch (x->op) {
+    case LogOp::kPut: {
+      uint16_t kl = d.U16(), vl = d.U16();
+      x->key = d.Str(kl);
+      x->value = d.Str(vl);
+      return true;
+    }
+    case LogOp::kPutBlob:
+      x->key = d.String();
+      x->blob.lba = d.U32();
+      x->blob.len = d.U32();
+      x->blob.csum = d.U32();
+      return true;
+    case LogOp::kDel:
+    case LogOp::kTrunc:
+      x->key = d.String();
+      return true;
+    case LogOp::kChild:
+      x->key = d.String();
+      x->child = d.U32();
+      return true;
+    case LogOp::kMeta:
+      x->meta.next_page = d.U32();
+      x->meta.blob_next = d.U32();
+      x->meta.height = d.U32();
+      return true;
+    case LogOp::kEpoch:
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes) {
+  std::vector<LogEntry> out;
+  Decoder d(bytes);
+  while (d.ok() && d.remaining() > 0) {
+    LogEntry x;
+    if (!DecodeOneEntry(d, &x))
+      return absl::DataLossError(absl::StrFormat("log entry of unknown op %d", int(x.op)));
+    if (x.op == LogOp::kEpoch) return absl::DataLossError("an epoch record inside a page's log");
+    if (d.ok()) out.push_back(std::move(x));
+  }
+  if (!d.ok()) return absl::DataLossError("log entry runs past the log's end");
+  return out;
+}
+
 absl::StatusOr<LogArea> DecodeLogArea(std::span<const std::byte> area) {
   LogArea a;
   if (area[0] != std::byte{kLogMagic}) return a;  // never written: empty
   a.used = util::GetU16(&area[2]);
   a.epoch = util::GetU32(&area[4]);
   if (a.used > area.size() - kLogHeaderBytes) return absl::DataLossError("log area overflows");
-  Decoder d(area.subspan(kLogHeaderBytes, a.used));
-  while (d.ok() && d.remaining() > 0) {
-    LogEntry x;
-    x.op = LogOp(d.U8());
-    switch (x.op) {
-      case LogOp::kPut: {
-        uint16_t kl = d.U16(), vl = d.U16();
-        x.key = d.Str(kl);
-        x.value = d.Str(vl);
-        break;
-      }
-      case LogOp::kPutBlob:
-        x.key = d.String();
-        x.blob.lba = d.U32();
-        x.blob.len = d.U32();
-        x.blob.csum = d.U32();
-        break;
-      case LogOp::kDel:
-      case LogOp::kTrunc:
-        x.key = d.String();
-        break;
-      case LogOp::kChild:
-        x.key = d.String();
-        x.child = d.U32();
-        break;
-      case LogOp::kMeta:
-        x.meta.next_page = d.U32();
-        x.meta.blob_next = d.U32();
-        x.meta.height = d.U32();
-        break;
-      default:
-        return absl::DataLossError(absl::StrFormat("log entry of unknown op %d", int(x.op)));
-    }
-    if (d.ok()) a.entries.push_back(std::move(x));
-  }
-  if (!d.ok()) return absl::DataLossError("log entry runs past the log's end");
+  absl::StatusOr<std::vector<LogEntry>> e = DecodeLogEntries(area.subspan(kLogHeaderBytes, a.used));
+  if (!e.ok()) return e.status();
+  a.entries = std::move(*e);
   return a;
+}
+
+std::vector<std::byte> EncodeAnchor(uint64_t tail) {
+  std::vector<std::byte> out;
+  Encoder e(&out);
+  e.U64(kAnchorMagic);
+  e.U64(tail);
+  e.U64(util::Xxh3(out));
+  out.resize(kBlock);
+  return out;
+}
+
+absl::StatusOr<uint64_t> DecodeAnchor(std::span<const std::byte> block) {
+  Decoder d(block);
+  uint64_t magic = d.U64();
+  if (magic == 0) return 0;  // never written
+  uint64_t tail = d.U64();
+  uint64_t sum = d.U64();
+  if (magic != kAnchorMagic || util::Xxh3(block.first(16)) != sum)
+    return absl::DataLossError("the differential log's anchor fails its checks");
+  return tail;
+}
+
+void PutDiffBlockHeader(std::span<std::byte> block, uint64_t seq, size_t used) {
+  util::PutU32(&block[0], kDiffBlockMagic);
+  util::PutU16(&block[4], uint16_t(used));
+  util::PutU16(&block[6], 0);
+  util::PutU64(&block[8], seq);
+}
+
+absl::StatusOr<std::optional<std::vector<DiffRecord>>> DecodeDiffBlock(
+    std::span<const std::byte> block, uint64_t seq) {
+  using Out = std::optional<std::vector<DiffRecord>>;
+  if (util::GetU32(&block[0]) != kDiffBlockMagic || util::GetU64(&block[8]) != seq) return Out();
+  size_t used = util::GetU16(&block[4]);
+  if (used > block.size() - kDiffBlockHeaderBytes)
+    return absl::DataLossError(absl::StrFormat("differential log block %d overflows", seq));
+  std::vector<DiffRecord> recs;
+  std::span<const std::byte> body = block.subspan(kDiffBlockHeaderBytes, used);
+  Decoder d(body);
+  while (d.ok() && d.remaining() > 0) {
+    DiffRecord r;
+    r.page = d.U32();
+    r.epoch = d.U32();
+    size_t at = d.pos();
+    LogEntry x;
+    if (!DecodeOneEntry(d, &x) || !d.ok())
+      return absl::DataLossError(absl::StrFormat("differential log block %d: a malformed record", seq));
+    r.op = x.op;
+    r.entry = body.subspan(at, d.pos() - at);
+    recs.push_back(r);
+  }
+  return Out(std::move(recs));
 }
 
 }  // namespace ftl::kv

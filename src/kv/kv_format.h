@@ -3,13 +3,21 @@
 // volume-like tree of the pool (include/ftl/pool.h, DatasetKind::kKv);
 // its blocks (4 KiB, "lba" = block of the dataset) are laid out as:
 //
-//   dataset   := header scratch unit{unit_count} ... blob_area
+//   dataset   := header scratch unit{unit_count} ... blob_area anchor
+//                dlog
 //   header    := (block 0) magic u64 "FTLKVDS1" | version u32
 //                | page_bytes u32 | pages_per_unit u32
 //                | log_sectors_per_unit u32 | sectors_per_page u32
 //                | scratch_base u32 | scratch_blocks u32 | unit_base u32
 //                | unit_count u32 | blob_base u32 | blob_blocks u32
-//                | created_ns u64 | xxh3 u64 (of everything before it)
+//                | created_ns u64
+//                | (version 2) anchor_lba u32 | dlog_base u32
+//                  | dlog_blocks u32
+//                | xxh3 u64 (of everything before it)
+//                Version 1 (no differential log) is still read; a store
+//                opened writable rewrites it as version 2, carving the
+//                anchor and the differential log out of the end of the
+//                blob area (docs/kv.md, "Formats").
 //   scratch   := blocks with the pool's non-persistent attribute: a flush
 //                too large for one atomic write lands here first and is
 //                moved into place by one range-move note
@@ -34,6 +42,27 @@
 //                | TRUNC u8=4 | klen u16 | key        (drop keys >= key)
 //                | CHILD u8=5 | klen u16 | key | child u32
 //                | META u8=6 | next_page u32 | blob_next u32 | height u32
+//                | EPOCH u8=7       (differential log only: the page was
+//                                    written whole at the record's epoch)
+//   anchor    := (block anchor_lba) magic u64 "FTLKVANC" | tail u64
+//                | xxh3 u64 (of everything before it); all zeros: tail 0
+//   dlog      := dlog_block{dlog_blocks}: a ring of the differential log
+//                (mode kPdl, docs/kv.md "Differential logging"); log block
+//                number `seq` (from 0, never reused) is at
+//                dlog_base + seq % dlog_blocks
+//   dlog_block:= magic u32 "KVDL" | used u16 | pad u16 | seq u64
+//                | diff_record*   (used = bytes of records; a record
+//                                  never spans blocks)
+//   diff_record := page u32 | epoch u32 | log_entry
+//                The live log is blocks tail .. head: from the anchor's
+//                tail, every block whose magic and seq are right; the
+//                first that is not (a trimmed block reads zeros, an older
+//                lap's block has another seq) ends it. Replaying the
+//                records in order gives each page the entries of its
+//                newest epoch; a page applies them only if its epoch is
+//                that epoch. Each flush writes its log blocks, the pages
+//                it rewrites and (when it moved) the anchor in one atomic
+//                write; blocks before the anchor's tail are trimmed after.
 //
 // A page's log applies to it only if the log's epoch equals the page's:
 // writing a page whole increments its epoch, which empties its log
@@ -58,7 +87,11 @@
 namespace ftl::kv {
 
 inline constexpr uint64_t kHeaderMagic = 0x315344564b4c5446ull;  // "FTLKVDS1"
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint64_t kAnchorMagic = 0x434e41564b4c5446ull;  // "FTLKVANC"
+inline constexpr uint32_t kDiffBlockMagic = 0x4c44564b;          // "KVDL"
+inline constexpr size_t kDiffBlockHeaderBytes = 16;
+inline constexpr size_t kDiffRecordHeaderBytes = 8;              // page, epoch
 inline constexpr uint16_t kPageMagic = 0x504b;                   // "KP"
 inline constexpr uint8_t kLogMagic = 0xA7;
 inline constexpr uint32_t kBlock = 4096;
@@ -73,6 +106,8 @@ struct Layout {
   uint32_t unit_base = 0, unit_count = 0;
   uint32_t blob_base = 0, blob_blocks = 0;
   uint64_t created_ns = 0;
+  uint32_t version = kFormatVersion;  // as read (1: no differential log)
+  uint32_t anchor_lba = 0, dlog_base = 0, dlog_blocks = 0;
 
   // Lays out a dataset of `blocks` blocks; InvalidArgument if too small.
   static absl::StatusOr<Layout> Plan(const KvGeometry& geo, uint64_t blocks);
@@ -86,6 +121,12 @@ struct Layout {
   uint32_t LogLba(uint32_t page) const;
   size_t LogOffset(uint32_t page) const;
   size_t log_area_bytes() const { return size_t(geo.sectors_per_page) * KvGeometry::kSectorBytes; }
+  bool has_diff_log() const { return dlog_blocks > 0; }
+  uint32_t DiffLba(uint64_t seq) const { return dlog_base + uint32_t(seq % dlog_blocks); }
+  // Gives the end of the blob area to the anchor and the differential log
+  // (format version 2; also the upgrade of a version 1 header). False if
+  // the blob area is too small or `blob_used` of it is taken.
+  bool CarveDiffLog(uint32_t blob_used);
 };
 
 std::vector<std::byte> EncodeHeader(const Layout& l);
@@ -135,7 +176,10 @@ void EncodePage(const PageImage& p, std::span<std::byte> out);
 // DataLoss if the page is malformed; an all-zero page is type kNone.
 absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in);
 
-enum class LogOp : uint8_t { kPut = 1, kPutBlob = 2, kDel = 3, kTrunc = 4, kChild = 5, kMeta = 6 };
+enum class LogOp : uint8_t {
+  kPut = 1, kPutBlob = 2, kDel = 3, kTrunc = 4, kChild = 5, kMeta = 6,
+  kEpoch = 7,  // differential log only (see the grammar)
+};
 
 struct LogEntry {
   LogOp op = LogOp::kPut;
@@ -155,6 +199,28 @@ struct LogArea {
   size_t used = 0;  // bytes of entries
 };
 absl::StatusOr<LogArea> DecodeLogArea(std::span<const std::byte> area);
+// A run of encoded log entries (a log area's body, a page's differential).
+// DataLoss if malformed.
+absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes);
+
+// The anchor block: the differential log's tail. All zeros: tail 0.
+std::vector<std::byte> EncodeAnchor(uint64_t tail);
+absl::StatusOr<uint64_t> DecodeAnchor(std::span<const std::byte> block);
+
+// One record of a differential log block.
+struct DiffRecord {
+  uint32_t page = 0;
+  uint32_t epoch = 0;
+  std::span<const std::byte> entry;  // encoded log entry (into the block)
+  LogOp op = LogOp::kPut;
+};
+// A block of the differential log: empty optional if it is not block
+// `seq` (the end of the log); DataLoss if it is but its records are
+// malformed.
+absl::StatusOr<std::optional<std::vector<DiffRecord>>> DecodeDiffBlock(
+    std::span<const std::byte> block, uint64_t seq);
+// Writes a block header (`used` bytes of records follow it).
+void PutDiffBlockHeader(std::span<std::byte> block, uint64_t seq, size_t used);
 // Writes an empty log area header of `epoch` with `used` bytes of entries.
 void PutLogHeader(std::span<std::byte> area, uint32_t epoch, size_t used);
 

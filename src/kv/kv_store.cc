@@ -31,6 +31,22 @@ absl::Status CheckValue(std::string_view value) {
 
 }  // namespace
 
+const char* KvModeName(KvMode m) {
+  switch (m) {
+    case KvMode::kIpl: return "ipl";
+    case KvMode::kIplMerge: return "ipl-merge";
+    case KvMode::kInPlace: return "in-place";
+    case KvMode::kPdl: return "pdl";
+  }
+  return "?";
+}
+
+std::optional<KvMode> ParseKvMode(std::string_view name) {
+  for (KvMode m : {KvMode::kIpl, KvMode::kIplMerge, KvMode::kInPlace, KvMode::kPdl})
+    if (name == KvModeName(m)) return m;
+  return std::nullopt;
+}
+
 absl::Status KvStore::Format(Volume* volume, const KvGeometry& geo) {
   absl::StatusOr<kv::Layout> l = kv::Layout::Plan(geo, volume->size_bytes() / kv::kBlock);
   if (!l.ok()) return l.status();
@@ -98,7 +114,9 @@ KvStoreImpl::KvStoreImpl(Volume* volume, Pool* pool, const std::string& name, co
       read_only_(read_only),
       buf_(volume, layout, opts.mode, opts.buffer_pages),
       tree_(&buf_),
-      flusher_(&buf_, pool, name, opts.max_atomic_bytes) {
+      flusher_(&buf_, pool, name, opts.max_atomic_bytes),
+      mode_(opts.mode),
+      diff_budget_(opts.diff_budget_bytes) {
   // Dirty blocks the buffer may gather before an unsynced flush: three
   // quarters of an atomic write, so that a flush stays one record (the
   // scratch path costs a sync and range moves; measured in bench/RESULTS.md,
@@ -117,21 +135,50 @@ absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Poo
       return absl::FailedPreconditionError(volume->name() + " holds no key-value store");
     return l.status();
   }
+  if (l->version < 2 && !read_only) {
+    // A version 1 dataset (no differential log): read its root for the
+    // blob area in use, then rewrite the header as version 2 with the
+    // anchor and the log carved out of the blob area's unused end.
+    uint32_t blob_used = 0;
+    {
+      std::unique_ptr<KvStoreImpl> old(new KvStoreImpl(volume, pool, name, *l, true, opts));
+      absl::MutexLock lock(&old->mu_);
+      if (absl::Status st = old->Start(); !st.ok()) return st;
+      blob_used = old->buf_.meta().blob_next;
+    }
+    Layout up = *l;
+    if (!up.CarveDiffLog(blob_used))
+      return absl::FailedPreconditionError(
+          volume->name() + ": a version 1 key-value dataset whose blob area has no room for the "
+          "differential log of version 2; open it read-only and copy it");
+    std::vector<std::byte> header = EncodeHeader(up);
+    if (absl::Status st = volume->WriteAtomic({{Volume::Piece{0, header}}}, true); !st.ok()) return st;
+    *l = up;
+  }
   std::unique_ptr<KvStoreImpl> s(new KvStoreImpl(volume, pool, name, *l, read_only, opts));
   absl::MutexLock lock(&s->mu_);
-  absl::StatusOr<Frame*> root = s->buf_.Get(0);  // next_page starts at 1
-  if (!root.ok()) return root.status();
-  s->buf_.meta() = (*root)->page.image().meta;
-  s->buf_.Unpin(*root);
+  if (absl::Status st = s->Start(); !st.ok()) return st;
   return std::unique_ptr<KvStore>(std::move(s));
+}
+
+absl::Status KvStoreImpl::Start() {
+  if (absl::Status s = buf_.LoadDiffs(); !s.ok()) return s;
+  absl::StatusOr<Frame*> root = buf_.Get(0);  // next_page starts at 1
+  if (!root.ok()) return root.status();
+  buf_.meta() = (*root)->page.image().meta;
+  buf_.Unpin(*root);
+  if (read_only_ || mode_ == KvMode::kPdl || buf_.diffs().pages() == 0) return absl::OkStatus();
+  // Another mode than kPdl keeps no differentials: write every page that
+  // has one whole, in flushes of at most the dirty limit.
+  return buf_.MergeAllDiffs(dirty_limit_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return FlushLocked(); });
 }
 
 KvStoreImpl::~KvStoreImpl() { (void)Close(); }
 
-absl::Status KvStoreImpl::FlushLocked() {
+absl::Status KvStoreImpl::FlushLocked(bool frees) {
   absl::StatusOr<FlushPlan> p = flusher_.Plan(op_seq_);
   if (!p.ok()) return p.status();
-  absl::Status s = flusher_.Write(*p, false);
+  absl::Status s = flusher_.Write(*p, false, frees);
   flusher_.Complete(*p, s);
   NoteFlush(s);
   return s;
@@ -142,8 +189,9 @@ void KvStoreImpl::NoteFlush(const absl::Status& s) {
   else if (absl::IsResourceExhausted(s)) full_ = true;
 }
 
-absl::Status KvStoreImpl::SyncTo(uint64_t seq) {
+absl::Status KvStoreImpl::SyncTo(uint64_t seq, bool frees) {
   absl::Status s;
+  bool as_freeing = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
     absl::MutexLock f(&flush_mu_);
     absl::StatusOr<FlushPlan> p;
@@ -153,11 +201,15 @@ absl::Status KvStoreImpl::SyncTo(uint64_t seq) {
       p = flusher_.Plan(op_seq_);
       if (!p.ok()) return p.status();
     }
-    s = flusher_.Write(*p, true);
+    s = flusher_.Write(*p, true, as_freeing);
     absl::MutexLock l(&mu_);
     flusher_.Complete(*p, s);
     NoteFlush(s);
     if (s.ok()) durable_seq_ = std::max(durable_seq_, p->op_seq);
+    if (frees && !as_freeing && absl::IsResourceExhausted(s)) {
+      as_freeing = true;  // a flush of deletes on a full pool: once more from the reserve
+      continue;
+    }
     if (!absl::IsAborted(s)) return s;  // Aborted: an earlier plan failed; plan again
   }
   return s;
@@ -200,12 +252,15 @@ absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
       blob_need += (op.value.size() + kBlock - 1) / kBlock + 1;
   if (buf_.meta().blob_next + blob_need > layout_.blob_blocks)
     return absl::ResourceExhaustedError("the dataset's area for large values is used up");
+  // kPdl: puts and deletes need not read their leaf (Insert and Update
+  // were checked above, which read it).
+  const bool blind = mode_ == KvMode::kPdl;
   for (const KvWriteBatch::Op& op : batch.ops()) {
     absl::Status s;
     if (op.kind == KvWriteBatch::Kind::kDelete) {
-      s = tree_.Delete(op.key).status();
+      s = tree_.Delete(op.key, blind).status();
     } else {
-      s = tree_.Put(op.key, op.value);
+      s = tree_.Put(op.key, op.value, blind);
     }
     if (!s.ok()) {
       broken_ = absl::DataLossError(absl::StrFormat(
@@ -215,6 +270,10 @@ absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
     }
   }
   ++op_seq_;
+  // Differentials that outgrew their budget are merged now (an error
+  // leaves them as they are: the operation is applied, the next one tries
+  // again, and a page that cannot be read fails its own readers).
+  (void)buf_.MaintainDiffs(diff_budget_);
   return absl::OkStatus();
 }
 
@@ -229,6 +288,11 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
     if (absl::Status s = CheckKey(op.key); !s.ok()) return s;
     if (absl::Status s = CheckValue(op.value); !s.ok()) return s;
   }
+  // Deletes free space: on a full pool their flushes may use the pool's
+  // reserve for space-freeing writes (docs/kv.md, "Errors").
+  const bool frees = std::all_of(batch.ops().begin(), batch.ops().end(), [](const KvWriteBatch::Op& op) {
+    return op.kind == KvWriteBatch::Kind::kDelete;
+  });
   uint64_t seq;
   {
     absl::MutexLock l(&mu_);
@@ -239,7 +303,9 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
     if (full_) {
       // The last flush found the pool full: write what waits first, and
       // refuse this change (unapplied) while that still fails.
-      if (absl::Status s = FlushLocked(); !s.ok())
+      absl::Status s = FlushLocked();
+      if (!s.ok() && frees && absl::IsResourceExhausted(s)) s = FlushLocked(true);
+      if (!s.ok())
         return absl::ResourceExhaustedError(
             absl::StrFormat("the pool is full; nothing of this change was applied (%s)", s.message()));
     }
@@ -249,12 +315,13 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
       // The buffer is full of dirty pages: write them (not synced). An
       // error here is no error of this call (it is applied; the next flush
       // tries again), except that a synced caller learns of it.
-      (void)FlushLocked();
+      if (absl::Status s = FlushLocked(); !s.ok() && frees && absl::IsResourceExhausted(s))
+        (void)FlushLocked(true);
     }
     if (sync) ++synced_writes_;
   }
   if (!sync) return absl::OkStatus();
-  return SyncTo(seq);
+  return SyncTo(seq, frees);
 }
 
 absl::Status KvStoreImpl::Put(std::string_view key, std::string_view value, const KvWriteOptions& w) {

@@ -54,8 +54,13 @@ class KvStoreImpl : public KvStore {
   // waits for durability if `sync`.
   absl::Status Apply(const KvWriteBatch& batch, bool sync);
   absl::Status ApplyLocked(const KvWriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status SyncTo(uint64_t seq);
+  // `frees`: written as a space-freeing write (a flush of deletes on a
+  // full pool, docs/kv.md "Errors").
+  absl::Status FlushLocked(bool frees = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SyncTo(uint64_t seq, bool frees = false);
+  // Open: replays the differential log, reads the root, and in a writable
+  // store of another mode than kPdl merges what the log held.
+  absl::Status Start() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tracks whether the pool was full at the last flush.
   void NoteFlush(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -67,6 +72,8 @@ class KvStoreImpl : public KvStore {
   BufferPool buf_ ABSL_GUARDED_BY(mu_);
   BTree tree_ ABSL_GUARDED_BY(mu_);
   Flusher flusher_;
+  KvMode mode_;
+  uint64_t diff_budget_ = 0;
   uint64_t dirty_limit_ = 0;  // blocks
   uint64_t op_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_seq_ ABSL_GUARDED_BY(mu_) = 0;

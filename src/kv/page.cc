@@ -80,6 +80,8 @@ absl::Status Page::Apply(const LogEntry& e) {
     case LogOp::kMeta:
       img_.meta = e.meta;
       return absl::OkStatus();
+    case LogOp::kEpoch:
+      break;  // a record of the differential log, never a page's entry
   }
   return absl::DataLossError("unknown log entry");
 }

@@ -110,10 +110,16 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
   Image base;  // state after ops the last check accepted
   std::mt19937_64 rng(20261125);
   int total_ok = 0;
-  uint64_t scratch = 0, merges = 0;
+  uint64_t scratch = 0, merges = 0, blind = 0, diff_merges = 0, relogs = 0, replayed = 0;
   size_t total_lost = 0;
   for (int it = 0; it < iterations; ++it) {
-    ko.mode = it % 3 == 0 ? KvMode::kIplMerge : KvMode::kIpl;
+    // The modes take turns on one dataset: each opens what the others
+    // left (a store of another mode merges the differential log first).
+    static constexpr KvMode kTurns[] = {KvMode::kIplMerge, KvMode::kPdl, KvMode::kIpl,
+                                        KvMode::kPdl, KvMode::kInPlace, KvMode::kPdl};
+    ko.mode = kTurns[it % 6];
+    // Small differential budgets: merges and log cleaning happen often.
+    ko.diff_budget_bytes = (4u << 10) << (rng() % 6);
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvStore> store, KvStore::Open(pool.get(), "kv", ko));
     Log log;
     std::atomic<bool> stop{false};
@@ -126,6 +132,9 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     total_ok += ok_ops;
     scratch += store->Stats().scratch_flushes;
     merges += store->Stats().unit_merges;
+    blind += store->Stats().blind_writes;
+    diff_merges += store->Stats().diff_merges;
+    relogs += store->Stats().diff_relogs;
     store.reset();
     pool.reset();
     fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
@@ -133,6 +142,7 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     ASSERT_OK(reopened) << "iteration " << it;
     pool = std::move(*reopened);
     ASSERT_OK_AND_ASSIGN(store, KvStore::Open(pool.get(), "kv", ko));
+    replayed += store->Stats().diff_load_reads;
     auto got = store->Scan("", "", SIZE_MAX);
     ASSERT_OK(got) << "iteration " << it;
     Image image(got->begin(), got->end());
@@ -145,6 +155,20 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
       ApplyOp(m, log.ops[k++]);
       found = m == image;
     }
+    if (!found) {
+      // Where the store differs from the last acknowledged state.
+      Image want = base;
+      for (size_t j = 0; j < log.acked_synced; ++j) ApplyOp(want, log.ops[j]);
+      int shown = 0;
+      for (const auto& [key, v] : want) {
+        auto g = image.find(key);
+        if ((g == image.end() || g->second != v) && shown++ < 5)
+          std::printf("  %s: want %.20s, got %s\n", key.c_str(), v.c_str(),
+                      g == image.end() ? "(absent)" : g->second.substr(0, 20).c_str());
+      }
+      for (const auto& [key, v] : image)
+        if (!want.count(key) && shown++ < 10) std::printf("  %s: want absent, got %.20s\n", key.c_str(), v.c_str());
+    }
     ASSERT_TRUE(found) << "iteration " << it << ": the store is no prefix of the " << log.ops.size()
                        << " ops issued (" << log.acked_synced << " acknowledged synced), "
                        << image.size() << " keys";
@@ -153,11 +177,17 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     store.reset();
   }
   std::printf("crash points: %d, batches acknowledged: %d, ops lost (unsynced): %zu, "
-              "scratch flushes: %llu, unit merges: %llu\n",
-              iterations, total_ok, total_lost, (unsigned long long)scratch, (unsigned long long)merges);
+              "scratch flushes: %llu, unit merges: %llu, pdl: %llu blind changes, %llu page "
+              "merges, %llu relogs, %llu log blocks replayed\n",
+              iterations, total_ok, total_lost, (unsigned long long)scratch, (unsigned long long)merges,
+              (unsigned long long)blind, (unsigned long long)diff_merges, (unsigned long long)relogs,
+              (unsigned long long)replayed);
   EXPECT_GT(total_ok, iterations);
   EXPECT_GT(scratch, 0u) << "no flush took the scratch path";
   EXPECT_GT(merges, 0u) << "no erase unit was merged";
+  EXPECT_GT(blind, 0u) << "no change was logged without reading its page";
+  EXPECT_GT(diff_merges, 0u) << "no page was merged for its differential";
+  EXPECT_GT(replayed, uint64_t(iterations)) << "the differential log was never replayed";
 }
 
 // Synced writers on several threads share flushes (group commit), and

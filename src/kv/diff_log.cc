@@ -1,0 +1,258 @@
+// Page-differential logging (diff_log.h).
+
+#include "kv/diff_log.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "util/encoding.h"
+
+namespace ftl::kv {
+
+namespace {
+
+// The anchor is rewritten once the tail moved this many blocks (or the log
+// holds nothing live): replay at open reads at most this many dead blocks.
+constexpr uint64_t kAnchorStep = 64;
+constexpr size_t kPayload = kBlock - kDiffBlockHeaderBytes;
+
+}  // namespace
+
+void DiffLog::Unlist(uint32_t page, const PageDiff& d) {
+  if (d.bytes.empty()) return;
+  by_size_.erase({d.bytes.size(), page});
+  by_age_.erase({d.oldest, page});
+  bytes_ -= d.bytes.size();
+}
+
+void DiffLog::List(uint32_t page, const PageDiff& d) {
+  if (d.bytes.empty()) return;
+  by_size_.insert({d.bytes.size(), page});
+  by_age_.insert({d.oldest, page});
+  bytes_ += d.bytes.size();
+}
+
+uint64_t DiffLog::AppendRecord(uint32_t page, uint32_t epoch, std::span<const std::byte> entry) {
+  const size_t rec = kDiffRecordHeaderBytes + entry.size();
+  if (head_used_ + rec > kPayload) {
+    PutDiffBlockHeader(head_, head_seq_, head_used_);
+    full_.emplace(head_seq_, head_);
+    ++head_seq_;
+    std::fill(head_.begin(), head_.end(), std::byte{0});
+    head_used_ = 0;
+  }
+  // (BTree::FitsInline keeps every entry of this mode within one block.)
+  std::byte* at = head_.data() + kDiffBlockHeaderBytes + head_used_;
+  util::PutU32(at, page);
+  util::PutU32(at + 4, epoch);
+  std::memcpy(at + kDiffRecordHeaderBytes, entry.data(), entry.size());
+  head_used_ += rec;
+  head_dirty_ = true;
+  return head_seq_;
+}
+
+void DiffLog::Append(uint32_t page, uint32_t epoch, std::span<const std::byte> entry) {
+  auto [it, fresh] = diffs_.try_emplace(page);
+  PageDiff& d = it->second;
+  Unlist(page, d);
+  if (fresh || d.epoch != epoch) {
+    d.bytes.clear();
+    d.epoch = epoch;
+  }
+  uint64_t seq = AppendRecord(page, epoch, entry);
+  if (d.bytes.empty()) d.oldest = seq;
+  d.bytes.append(reinterpret_cast<const char*>(entry.data()), entry.size());
+  List(page, d);
+}
+
+void DiffLog::Reset(uint32_t page, uint32_t epoch) {
+  auto it = diffs_.find(page);
+  if (it == diffs_.end()) return;  // nothing of it in the live log
+  const std::byte op{uint8_t(LogOp::kEpoch)};
+  AppendRecord(page, epoch, std::span(&op, 1));
+  Unlist(page, it->second);
+  diffs_.erase(it);
+}
+
+void DiffLog::Drop(uint32_t page) {
+  auto it = diffs_.find(page);
+  if (it == diffs_.end()) return;
+  Unlist(page, it->second);
+  diffs_.erase(it);
+}
+
+size_t DiffLog::Relog(uint32_t page) {
+  auto it = diffs_.find(page);
+  if (it == diffs_.end() || it->second.bytes.empty()) return 0;
+  PageDiff& d = it->second;
+  Unlist(page, d);
+  std::string old = std::move(d.bytes);
+  d.bytes.clear();
+  // Entry by entry (a record holds one entry); the copies come after the
+  // originals in the log, and replaying a page's entries twice in order
+  // gives the same page (each entry sets keys, whatever was there).
+  absl::StatusOr<std::vector<LogEntry>> entries =
+      DecodeLogEntries(std::as_bytes(std::span(old.data(), old.size())));
+  if (!entries.ok()) {  // cannot happen: these bytes were encoded here
+    d.bytes = std::move(old);
+    List(page, d);
+    return 0;
+  }
+  for (const LogEntry& e : *entries) {
+    std::vector<std::byte> b = EncodeLogEntry(e);
+    uint64_t seq = AppendRecord(page, d.epoch, b);
+    if (d.bytes.empty()) d.oldest = seq;
+    d.bytes.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  List(page, d);
+  return old.size();
+}
+
+const DiffLog::PageDiff* DiffLog::Find(uint32_t page) const {
+  auto it = diffs_.find(page);
+  return it == diffs_.end() ? nullptr : &it->second;
+}
+
+std::pair<uint32_t, size_t> DiffLog::Largest() const {
+  if (by_size_.empty()) return {0, 0};
+  auto it = std::prev(by_size_.end());
+  return {it->second, it->first};
+}
+
+std::optional<uint32_t> DiffLog::Oldest() const {
+  if (by_age_.empty()) return std::nullopt;
+  return by_age_.begin()->second;
+}
+
+std::vector<uint32_t> DiffLog::PagesWithDiffs() const {
+  std::vector<uint32_t> out;
+  out.reserve(diffs_.size());
+  for (const auto& [page, d] : diffs_)
+    if (!d.bytes.empty()) out.push_back(page);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+uint64_t DiffLog::pending_blocks() const {
+  uint64_t n = head_dirty_ && head_used_ > 0 ? 1 : 0;
+  for (auto it = full_.lower_bound(unplanned_); it != full_.end(); ++it) ++n;
+  return n;
+}
+
+void DiffLog::PlanFlush(FlushPart* p) {
+  if (!enabled()) return;
+  p->from = unplanned_;
+  for (auto it = full_.lower_bound(unplanned_); it != full_.end(); ++it) {
+    p->blocks.emplace_back(layout_.DiffLba(it->first), it->second);
+    ++p->log_blocks;
+  }
+  if (head_dirty_ && head_used_ > 0) {
+    PutDiffBlockHeader(head_, head_seq_, head_used_);
+    p->blocks.emplace_back(layout_.DiffLba(head_seq_), head_);
+    ++p->log_blocks;
+    p->head_written = true;
+  }
+  head_dirty_ = false;
+  p->head_at_plan = head_seq_;
+  unplanned_ = head_seq_;
+  // Every block from the tail to the head is written by now or by this
+  // plan (plans are written in order), so the anchor may name the tail.
+  const uint64_t t = tail();
+  if (t > anchor_planned_ && (t - anchor_planned_ >= kAnchorStep || by_age_.empty())) {
+    p->anchor = t;
+    anchor_planned_ = t;
+    p->blocks.emplace_back(layout_.anchor_lba, EncodeAnchor(t));
+  }
+}
+
+void DiffLog::Complete(const FlushPart& p, bool ok,
+                       std::vector<std::pair<uint32_t, uint32_t>>* trims) {
+  if (!enabled()) return;
+  if (!ok) {
+    unplanned_ = std::min(unplanned_, p.from);
+    if (p.head_written || p.head_at_plan < head_seq_) head_dirty_ = true;
+    if (p.anchor) anchor_planned_ = anchor_;
+    return;
+  }
+  // Blocks that were full when planned are on the media as they stay.
+  full_.erase(full_.begin(), full_.lower_bound(p.head_at_plan));
+  if (p.anchor && *p.anchor > anchor_) {
+    // The ring's blocks from the old tail to the new one hold nothing
+    // live: give them back (a ring position is reused a lap later).
+    uint64_t from = anchor_, to = *p.anchor;
+    anchor_ = to;
+    while (from < to) {
+      uint32_t pos = uint32_t(from % layout_.dlog_blocks);
+      uint64_t n = std::min<uint64_t>(to - from, layout_.dlog_blocks - pos);
+      trims->emplace_back(layout_.dlog_base + pos, uint32_t(n));
+      from += n;
+    }
+  }
+}
+
+absl::Status DiffLog::Load(Volume* v, uint64_t* blocks_read) {
+  if (!enabled()) return absl::OkStatus();
+  std::vector<std::byte> block(kBlock);
+  if (absl::Status s = v->Read(uint64_t(layout_.anchor_lba) * kBlock, block); !s.ok()) return s;
+  ++*blocks_read;
+  absl::StatusOr<uint64_t> tail = DecodeAnchor(block);
+  if (!tail.ok()) return tail.status();
+  anchor_ = anchor_planned_ = *tail;
+  head_seq_ = *tail;
+  head_used_ = 0;
+  std::fill(head_.begin(), head_.end(), std::byte{0});
+  // Read ahead a chunk of the ring at a time (never across its end).
+  constexpr uint64_t kChunk = 64;
+  std::vector<std::byte> chunk;
+  uint64_t seq = *tail;
+  for (bool more = true; more;) {
+    uint32_t pos = uint32_t(seq % layout_.dlog_blocks);
+    uint64_t n = std::min<uint64_t>(kChunk, layout_.dlog_blocks - pos);
+    chunk.resize(n * kBlock);
+    if (absl::Status s = v->Read(uint64_t(layout_.dlog_base + pos) * kBlock, chunk); !s.ok()) return s;
+    *blocks_read += n;
+    for (uint64_t i = 0; i < n; ++i, ++seq) {
+      std::span<const std::byte> b(chunk.data() + i * kBlock, kBlock);
+      absl::StatusOr<std::optional<std::vector<DiffRecord>>> recs = DecodeDiffBlock(b, seq);
+      if (!recs.ok()) return recs.status();
+      if (!recs->has_value()) {
+        more = false;
+        break;
+      }
+      if (seq - *tail >= layout_.dlog_blocks)
+        return absl::DataLossError("the differential log runs round its whole ring");
+      for (const DiffRecord& r : **recs) {
+        auto [it, fresh] = diffs_.try_emplace(r.page);
+        PageDiff& d = it->second;
+        if (!fresh && r.epoch < d.epoch) continue;  // (cannot happen: epochs only grow)
+        Unlist(r.page, d);
+        if (fresh || r.epoch > d.epoch) {
+          d.bytes.clear();
+          d.epoch = r.epoch;
+        }
+        if (r.op != LogOp::kEpoch) {
+          if (d.bytes.empty()) d.oldest = seq;
+          d.bytes.append(reinterpret_cast<const char*>(r.entry.data()), r.entry.size());
+        } else {
+          d.bytes.clear();
+        }
+        List(r.page, d);
+      }
+      head_seq_ = seq;
+      std::memcpy(head_.data(), b.data(), kBlock);
+      head_used_ = util::GetU16(&b[4]);
+    }
+  }
+  // The head block is on the media as it is; later records go after it.
+  unplanned_ = head_seq_;
+  head_dirty_ = false;
+  // Pages whose last record was an EPOCH hold nothing.
+  for (auto it = diffs_.begin(); it != diffs_.end();) {
+    if (it->second.bytes.empty()) it = diffs_.erase(it);
+    else ++it;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ftl::kv
