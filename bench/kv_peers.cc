@@ -6,7 +6,8 @@
 //
 //   kv_peers --engine ftld|rocksdb|leveldb|lmdb --dir /var/tmp/kvbench
 //            [--mode nosync|sync] [--keys N] [--sync-ops M] [--scans S]
-//            [--kv-mode ipl|merge|inplace] [--kv-buffer-pages P] [--keep]
+//            [--kv-mode ipl|merge|inplace|pdl] [--kv-buffer-pages P]
+//            [--kv-diff-mib M] [--keep]
 //
 // Keys are 16 bytes ("%016llu" of an index), values 100 random bytes
 // (incompressible). One thread; every write is its own operation (no
@@ -471,7 +472,9 @@ class FtldEngine : public Engine {
         "store=%s pages=%llu height=%u page_reads=%llu log_reads=%llu page_writes=%llu "
         "log_sector_writes=%llu log_block_writes=%llu unit_merges=%llu bombs=%llu "
         "hits=%llu misses=%llu evictions=%llu flushes=%llu kv_media_mib=%.1f "
-        "pool_user_mib=%.1f pool_media_mib=%.1f gc_relocated_mib=%.1f checkpoints=%llu",
+        "pool_user_mib=%.1f pool_media_mib=%.1f gc_relocated_mib=%.1f checkpoints=%llu "
+        "diff_records=%llu blind_writes=%llu diff_block_writes=%llu diff_merges=%llu "
+        "diff_relogs=%llu diff_mib=%.1f diff_pages=%llu buffer_pages=%u",
         where_, (unsigned long long)k.pages, k.tree_height, (unsigned long long)k.page_reads,
         (unsigned long long)k.log_reads, (unsigned long long)k.page_writes,
         (unsigned long long)k.log_sector_writes, (unsigned long long)k.log_block_writes,
@@ -480,7 +483,10 @@ class FtldEngine : public Engine {
         (unsigned long long)k.evictions, (unsigned long long)k.flushes,
         k.media_write_bytes / 1048576.0, p.user_write_bytes / 1048576.0,
         p.media_write_bytes / 1048576.0, p.gc_relocated_bytes / 1048576.0,
-        (unsigned long long)p.checkpoint_count);
+        (unsigned long long)p.checkpoint_count,
+        (unsigned long long)k.diff_records, (unsigned long long)k.blind_writes,
+        (unsigned long long)k.diff_block_writes, (unsigned long long)k.diff_merges,
+        (unsigned long long)k.diff_relogs, k.diff_bytes / 1048576.0, (unsigned long long)k.diff_pages, k.buffer_pages);
   }
 
  private:
@@ -503,6 +509,7 @@ struct Flags {
   uint64_t scans = 0;  // 0: keys / 100, 100..10000
   std::string kv_mode = "ipl";
   uint32_t kv_buffer_pages = 0;  // 0: KvOptions' default
+  uint64_t kv_diff_mib = 0;      // 0: KvOptions' default
   bool keep = false;
   uint64_t seed = 1;
 };
@@ -657,7 +664,8 @@ void Usage() {
   std::fprintf(stderr,
                "usage: kv_peers --engine ftld|rocksdb|leveldb|lmdb --dir DIR [--mode nosync|sync]\n"
                "                [--keys N] [--sync-ops M] [--scans S] [--seed X]\n"
-               "                [--kv-mode ipl|merge|inplace] [--kv-buffer-pages P] [--keep]\n");
+               "                [--kv-mode ipl|merge|inplace|pdl] [--kv-buffer-pages P]\n"
+               "                [--kv-diff-mib M] [--keep]\n");
   std::exit(2);
 }
 
@@ -678,6 +686,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (a == "--seed") f.seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--kv-mode") f.kv_mode = next();
     else if (a == "--kv-buffer-pages") f.kv_buffer_pages = uint32_t(std::strtoul(next().c_str(), nullptr, 10));
+    else if (a == "--kv-diff-mib") f.kv_diff_mib = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--keep") f.keep = true;
     else Usage();
   }
@@ -709,8 +718,10 @@ int main(int argc, char** argv) {
     if (f.kv_mode == "ipl") o.mode = ftl::KvMode::kIpl;
     else if (f.kv_mode == "merge") o.mode = ftl::KvMode::kIplMerge;
     else if (f.kv_mode == "inplace") o.mode = ftl::KvMode::kInPlace;
+    else if (f.kv_mode == "pdl") o.mode = ftl::KvMode::kPdl;
     else Usage();
     if (f.kv_buffer_pages) o.buffer_pages = f.kv_buffer_pages;
+    if (f.kv_diff_mib) o.diff_budget_bytes = f.kv_diff_mib << 20;
     // Room for the records several times over (pages part-full, logs,
     // the cleaner's reserve): a sparse file, at least 1 GiB.
     e = std::make_unique<FtldEngine>(std::max<uint64_t>(1ull << 30, stored * 2048), o);

@@ -123,6 +123,7 @@ struct KvStats {
   uint64_t diff_merges = 0;        // pages written whole for their differential
   uint64_t diff_relogs = 0;        // differentials copied to the log's head
   uint64_t diff_load_reads = 0;    // blocks read to replay the log at open
+  uint64_t diff_answers = 0;       // reads answered by a differential, no page read
   uint64_t diff_bytes = 0;         // differentials in memory now
   uint64_t diff_pages = 0;         // pages with one now
   uint64_t pages = 0;              // pages allocated in the dataset

@@ -14,14 +14,26 @@ bool BTree::FitsInline(size_t key_bytes, size_t value_bytes) const {
 
 absl::StatusOr<std::optional<uint32_t>> BTree::DescendBlind(std::string_view key, size_t bytes,
                                                             Path* path) {
+  return DescendUntil(key, path, [&](uint32_t id) { return buf_->CanChangeBlind(id, bytes); });
+}
+
+absl::StatusOr<std::optional<uint32_t>> BTree::DescendToRead(std::string_view key, Path* path) {
+  if (buf_->mode() != KvMode::kPdl) {
+    if (absl::Status s = Descend(key, path); !s.ok()) return s;
+    return std::optional<uint32_t>();
+  }
+  return DescendUntil(key, path, [&](uint32_t id) { return !buf_->Buffered(id); });
+}
+
+absl::StatusOr<std::optional<uint32_t>> BTree::DescendUntil(std::string_view key, Path* path,
+                                                            const std::function<bool(uint32_t)>& stop) {
   path->buf = buf_;
   const uint32_t height = buf_->meta().height;
   uint32_t id = 0;
   for (uint32_t depth = 0;; ++depth) {
     if (depth > 64) return absl::DataLossError("the tree is deeper than 64 levels (a cycle?)");
     // Leaves are at depth height - 1 (the root is one while height is 1).
-    if (depth > 0 && depth + 1 == height && buf_->CanChangeBlind(id, bytes))
-      return std::optional<uint32_t>(id);
+    if (depth > 0 && depth + 1 == height && stop(id)) return std::optional<uint32_t>(id);
     absl::StatusOr<Frame*> f = buf_->Get(id);
     if (!f.ok()) return f.status();
     path->frames.push_back(*f);
@@ -56,7 +68,26 @@ absl::StatusOr<std::string> BTree::ValueOf(const Entry& e) {
 
 absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
   Path path;
-  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &path);
+  if (!leaf.ok()) return leaf.status();
+  if (leaf->has_value()) {
+    absl::StatusOr<BufferPool::Probe> p = buf_->ProbeLeaf(**leaf, key);
+    if (!p.ok()) return p.status();
+    if (p->answered) {
+      if (!p->entry) return std::optional<std::string>();
+      absl::StatusOr<std::string> v = ValueOf(*p->entry);
+      if (!v.ok()) return v.status();
+      return std::optional<std::string>(std::move(*v));
+    }
+    // The page needs loading (its in-page log): the whole way down again.
+    Path full;
+    if (absl::Status s = Descend(key, &full); !s.ok()) return s;
+    const Entry* e = full.frames.back()->page.Find(key);
+    if (!e) return std::optional<std::string>();
+    absl::StatusOr<std::string> v = ValueOf(*e);
+    if (!v.ok()) return v.status();
+    return std::optional<std::string>(std::move(*v));
+  }
   const Entry* e = path.frames.back()->page.Find(key);
   if (!e) return std::optional<std::string>();
   absl::StatusOr<std::string> v = ValueOf(*e);
@@ -72,22 +103,20 @@ absl::StatusOr<bool> BTree::Contains(std::string_view key) {
 
 absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind) {
   Path path;
-  LogEntry e;
-  e.key = std::string(key);
   const bool inline_value = FitsInline(key.size(), value.size());
   if (blind && inline_value) {
     absl::StatusOr<std::optional<uint32_t>> leaf_id =
         DescendBlind(key, 3 + key.size() + 2 + value.size(), &path);
     if (!leaf_id.ok()) return leaf_id.status();
     if (leaf_id->has_value()) {
-      e.op = LogOp::kPut;
-      e.value = std::string(value);
-      buf_->BlindChange(**leaf_id, e);
+      buf_->BlindChange(**leaf_id, key, value);
       return absl::OkStatus();
     }
   } else if (absl::Status s = Descend(key, &path); !s.ok()) {
     return s;
   }
+  LogEntry e;
+  e.key = std::string(key);
   Frame* leaf = path.frames.back();
   if (inline_value) {
     e.op = LogOp::kPut;
@@ -109,10 +138,7 @@ absl::StatusOr<std::optional<bool>> BTree::Delete(std::string_view key, bool bli
     absl::StatusOr<std::optional<uint32_t>> leaf_id = DescendBlind(key, 0, &path);
     if (!leaf_id.ok()) return leaf_id.status();
     if (leaf_id->has_value()) {
-      LogEntry e;
-      e.op = LogOp::kDel;
-      e.key = std::string(key);
-      buf_->BlindChange(**leaf_id, e);
+      buf_->BlindChange(**leaf_id, key, std::nullopt);
       return std::optional<bool>();
     }
   } else if (absl::Status s = Descend(key, &path); !s.ok()) {

@@ -11,6 +11,7 @@
 // Thread safety: none; the store's lock guards it.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,10 @@ class BTree {
   // a change of `bytes` unread (BufferPool::CanChangeBlind), returns its id
   // and leaves `path` at its parent; otherwise loads it too (nullopt).
   absl::StatusOr<std::optional<uint32_t>> DescendBlind(std::string_view key, size_t bytes, Path* path);
+  // As DescendBlind, for a read: stops above a leaf not in the buffer (kPdl).
+  absl::StatusOr<std::optional<uint32_t>> DescendToRead(std::string_view key, Path* path);
+  absl::StatusOr<std::optional<uint32_t>> DescendUntil(std::string_view key, Path* path,
+                                                       const std::function<bool(uint32_t)>& stop);
   absl::Status SplitIfFull(Path* path, size_t level);
   absl::Status SplitRoot(Frame* root);
   absl::Status ScanPage(uint32_t id, std::string_view from, std::string_view to, size_t limit,

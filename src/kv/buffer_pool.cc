@@ -345,14 +345,73 @@ bool BufferPool::CanChangeBlind(uint32_t id, size_t bytes) const {
   return i.known && i.bytes + bytes <= layout_.geo.page_bytes;
 }
 
-void BufferPool::BlindChange(uint32_t id, const LogEntry& e) {
+void BufferPool::BlindChange(uint32_t id, std::string_view key, std::optional<std::string_view> value) {
   PageInfo& info = Info(id);
-  std::vector<std::byte> entry = EncodeLogEntry(e);
-  diffs_.Append(id, info.epoch, entry);
+  std::byte buf[8 + kMaxKeyBytes + 2048];  // an inline value (BTree::FitsInline)
+  size_t n = value ? EncodePutEntry(key, *value, buf) : EncodeDelEntry(key, buf);
+  diffs_.Append(id, info.epoch, std::span<const std::byte>(buf, n));
   // An upper bound: as if the key were new (a delete: as if absent).
-  if (e.op == LogOp::kPut || e.op == LogOp::kPutBlob) info.bytes += uint32_t(EntryBytes(PageType::kLeaf, EntryOf(e)));
+  if (value) info.bytes += uint32_t(3 + key.size() + 2 + value->size());
   ++stats_.diff_records;
   ++stats_.blind_writes;
+}
+
+absl::StatusOr<BufferPool::Probe> BufferPool::ProbeLeaf(uint32_t id, std::string_view key) {
+  Probe r;
+  if (id >= root_meta_.next_page)
+    return absl::DataLossError(absl::StrFormat("page %d is past the allocated pages", id));
+  const DiffLog::PageDiff* d = diffs_.Find(id);
+  auto decide = [&](const DiffLog::PageDiff& diff) -> absl::StatusOr<bool> {
+    absl::StatusOr<KeyFate> fate =
+        FateOfKey(std::as_bytes(std::span(diff.bytes.data(), diff.bytes.size())), key);
+    if (!fate.ok()) return fate.status();
+    if (fate->kind == KeyFate::kUnknown) return false;
+    r.answered = true;
+    if (fate->kind == KeyFate::kPresent) r.entry = std::move(fate->entry);
+    ++stats_.diff_answers;
+    return true;
+  };
+  // Its differential, trusted without the page when the page's epoch is known.
+  if (d && id < info_.size() && info_[id].known && info_[id].epoch == d->epoch) {
+    absl::StatusOr<bool> done = decide(*d);
+    if (!done.ok()) return done.status();
+    if (*done) return r;
+  }
+  std::vector<std::byte>& buf = probe_buf_;
+  buf.resize(layout_.geo.page_bytes);
+  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
+  ++stats_.page_reads;
+  ++stats_.buffer_misses;
+  absl::StatusOr<PageProbe> p = ProbePage(buf, key);
+  if (!p.ok()) return absl::DataLossError(absl::StrFormat("page %d: %s", id, p.status().message()));
+  if (p->type == PageType::kNone)
+    return absl::DataLossError(absl::StrFormat("page %d was never written", id));
+  if (p->type != PageType::kLeaf || p->has_log) return r;  // load it
+  size_t diff_bytes = 0;
+  if (d && d->epoch > p->epoch)
+    return absl::DataLossError(absl::StrFormat(
+        "page %d is at epoch %d but the differential log has changes of epoch %d", id, p->epoch, d->epoch));
+  if (d && d->epoch < p->epoch) {
+    diffs_.Drop(id);  // stale (the page was written whole by another mode)
+    d = nullptr;
+  }
+  if (d) {
+    diff_bytes = d->bytes.size();
+    absl::StatusOr<bool> done = decide(*d);
+    if (!done.ok()) return done.status();
+    if (*done) return r;
+  }
+  PageInfo& info = Info(id);
+  if (!info.known) {
+    // An upper bound of its size (a differential's entry is never smaller
+    // than the page entry it makes).
+    info.epoch = p->epoch;
+    info.bytes = uint32_t(p->bytes + diff_bytes);
+    info.known = true;
+  }
+  r.answered = true;
+  r.entry = std::move(p->hit);
+  return r;
 }
 
 absl::Status BufferPool::Merge(uint32_t id) {

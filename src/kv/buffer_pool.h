@@ -97,10 +97,20 @@ class BufferPool {
   // to page `id` can be logged without reading it: it is not in the
   // buffer, its epoch is known and it stays within a page.
   bool CanChangeBlind(uint32_t id, size_t bytes) const;
-  // Logs `e` (a leaf's PUT or DEL) as a change of page `id` unread.
-  // REQUIRES: CanChangeBlind.
-  void BlindChange(uint32_t id, const LogEntry& e);
+  // Logs a leaf's PUT (`value`) or DEL (nullopt) of `key` as a change of
+  // page `id` unread. REQUIRES: CanChangeBlind.
+  void BlindChange(uint32_t id, std::string_view key, std::optional<std::string_view> value);
   bool Buffered(uint32_t id) const { return frames_.count(id) != 0; }
+  // kPdl reads: `key` in leaf `id` (not in the buffer) without loading the
+  // page into the buffer: from its differential when that decides, else
+  // from the page read and searched as it is on the media. `entry` nullopt:
+  // absent. Not `answered`: the page needs its in-page log (written by an
+  // IPL mode) or is no leaf; load it.
+  struct Probe {
+    bool answered = false;
+    std::optional<Entry> entry;
+  };
+  absl::StatusOr<Probe> ProbeLeaf(uint32_t id, std::string_view key);
   // kPdl upkeep after an operation: pages whose differential outgrew a
   // page, or the largest while all differentials pass `budget` bytes, are
   // written whole (merged); when the log is longer than its limit, the
@@ -195,6 +205,7 @@ class BufferPool {
   DiffLog diffs_;
   std::vector<PageInfo> info_;  // by page id
   uint64_t log_limit_ = 0;      // live differential log blocks before cleaning
+  std::vector<std::byte> probe_buf_;  // a page read by ProbeLeaf
 };
 
 }  // namespace ftl::kv

@@ -19,18 +19,35 @@ constexpr size_t kPayload = kBlock - kDiffBlockHeaderBytes;
 
 }  // namespace
 
-void DiffLog::Unlist(uint32_t page, const PageDiff& d) {
-  if (d.bytes.empty()) return;
-  by_size_.erase({d.bytes.size(), page});
-  by_age_.erase({d.oldest, page});
+void DiffLog::Unbucket(const PageDiff& d) {
+  std::vector<uint32_t>& b = buckets_[BucketOf(d.bytes.size())];
+  uint32_t last = b.back();
+  b[d.slot] = last;
+  diffs_[last].slot = d.slot;
+  b.pop_back();
   bytes_ -= d.bytes.size();
 }
 
-void DiffLog::List(uint32_t page, const PageDiff& d) {
-  if (d.bytes.empty()) return;
-  by_size_.insert({d.bytes.size(), page});
-  by_age_.insert({d.oldest, page});
+void DiffLog::Bucket(uint32_t page, PageDiff& d) {
+  size_t k = BucketOf(d.bytes.size());
+  d.slot = uint32_t(buckets_[k].size());
+  buckets_[k].push_back(page);
+  top_ = std::max(top_, k);
   bytes_ += d.bytes.size();
+}
+
+void DiffLog::Unlist(uint32_t page, const PageDiff& d) {
+  if (d.bytes.empty()) return;
+  Unbucket(d);
+  by_age_.erase({d.oldest, page});
+  --listed_;
+}
+
+void DiffLog::List(uint32_t page, PageDiff& d) {
+  if (d.bytes.empty()) return;
+  Bucket(page, d);
+  by_age_.insert({d.oldest, page});
+  ++listed_;
 }
 
 uint64_t DiffLog::AppendRecord(uint32_t page, uint32_t epoch, std::span<const std::byte> entry) {
@@ -52,40 +69,55 @@ uint64_t DiffLog::AppendRecord(uint32_t page, uint32_t epoch, std::span<const st
   return head_seq_;
 }
 
+DiffLog::PageDiff& DiffLog::Emplace(uint32_t page, bool* fresh) {
+  if (page >= diffs_.size()) diffs_.resize(std::max<size_t>(page + 1, diffs_.size() * 2));
+  PageDiff& d = diffs_[page];
+  *fresh = !d.present;
+  d.present = true;
+  return d;
+}
+
 void DiffLog::Append(uint32_t page, uint32_t epoch, std::span<const std::byte> entry) {
-  auto [it, fresh] = diffs_.try_emplace(page);
-  PageDiff& d = it->second;
-  Unlist(page, d);
+  bool fresh;
+  PageDiff& d = Emplace(page, &fresh);
   if (fresh || d.epoch != epoch) {
-    d.bytes.clear();
+    Unlist(page, d);
+    std::string().swap(d.bytes);
     d.epoch = epoch;
   }
   uint64_t seq = AppendRecord(page, epoch, entry);
-  if (d.bytes.empty()) d.oldest = seq;
+  if (d.bytes.empty()) {
+    d.oldest = seq;
+    d.bytes.append(reinterpret_cast<const char*>(entry.data()), entry.size());
+    List(page, d);
+    return;
+  }
+  // Same age: only its size bucket may change.
+  Unbucket(d);
   d.bytes.append(reinterpret_cast<const char*>(entry.data()), entry.size());
-  List(page, d);
+  Bucket(page, d);
 }
 
 void DiffLog::Reset(uint32_t page, uint32_t epoch) {
-  auto it = diffs_.find(page);
-  if (it == diffs_.end()) return;  // nothing of it in the live log
+  PageDiff* d = Slot(page);
+  if (!d) return;  // nothing of it in the live log
   const std::byte op{uint8_t(LogOp::kEpoch)};
   AppendRecord(page, epoch, std::span(&op, 1));
-  Unlist(page, it->second);
-  diffs_.erase(it);
+  Unlist(page, *d);
+  Erase(page);
 }
 
 void DiffLog::Drop(uint32_t page) {
-  auto it = diffs_.find(page);
-  if (it == diffs_.end()) return;
-  Unlist(page, it->second);
-  diffs_.erase(it);
+  PageDiff* d = Slot(page);
+  if (!d) return;
+  Unlist(page, *d);
+  Erase(page);
 }
 
 size_t DiffLog::Relog(uint32_t page) {
-  auto it = diffs_.find(page);
-  if (it == diffs_.end() || it->second.bytes.empty()) return 0;
-  PageDiff& d = it->second;
+  PageDiff* slot = Slot(page);
+  if (!slot || slot->bytes.empty()) return 0;
+  PageDiff& d = *slot;
   Unlist(page, d);
   std::string old = std::move(d.bytes);
   d.bytes.clear();
@@ -110,14 +142,16 @@ size_t DiffLog::Relog(uint32_t page) {
 }
 
 const DiffLog::PageDiff* DiffLog::Find(uint32_t page) const {
-  auto it = diffs_.find(page);
-  return it == diffs_.end() ? nullptr : &it->second;
+  return page < diffs_.size() && diffs_[page].present ? &diffs_[page] : nullptr;
 }
 
 std::pair<uint32_t, size_t> DiffLog::Largest() const {
-  if (by_size_.empty()) return {0, 0};
-  auto it = std::prev(by_size_.end());
-  return {it->second, it->first};
+  if (listed_ == 0) return {0, 0};
+  size_t k = top_;
+  while (k > 0 && buckets_[k].empty()) --k;
+  top_ = k;
+  uint32_t page = buckets_[k].back();
+  return {page, diffs_[page].bytes.size()};
 }
 
 std::optional<uint32_t> DiffLog::Oldest() const {
@@ -127,10 +161,9 @@ std::optional<uint32_t> DiffLog::Oldest() const {
 
 std::vector<uint32_t> DiffLog::PagesWithDiffs() const {
   std::vector<uint32_t> out;
-  out.reserve(diffs_.size());
-  for (const auto& [page, d] : diffs_)
-    if (!d.bytes.empty()) out.push_back(page);
-  std::sort(out.begin(), out.end());
+  out.reserve(listed_);
+  for (uint32_t page = 0; page < diffs_.size(); ++page)
+    if (diffs_[page].present && !diffs_[page].bytes.empty()) out.push_back(page);
   return out;
 }
 
@@ -223,8 +256,11 @@ absl::Status DiffLog::Load(Volume* v, uint64_t* blocks_read) {
       if (seq - *tail >= layout_.dlog_blocks)
         return absl::DataLossError("the differential log runs round its whole ring");
       for (const DiffRecord& r : **recs) {
-        auto [it, fresh] = diffs_.try_emplace(r.page);
-        PageDiff& d = it->second;
+        if (r.page >= layout_.max_pages())
+          return absl::DataLossError(absl::StrFormat(
+              "differential log block %d names page %d, past the dataset's pages", seq, r.page));
+        bool fresh;
+        PageDiff& d = Emplace(r.page, &fresh);
         if (!fresh && r.epoch < d.epoch) continue;  // (cannot happen: epochs only grow)
         Unlist(r.page, d);
         if (fresh || r.epoch > d.epoch) {
@@ -248,10 +284,8 @@ absl::Status DiffLog::Load(Volume* v, uint64_t* blocks_read) {
   unplanned_ = head_seq_;
   head_dirty_ = false;
   // Pages whose last record was an EPOCH hold nothing.
-  for (auto it = diffs_.begin(); it != diffs_.end();) {
-    if (it->second.bytes.empty()) it = diffs_.erase(it);
-    else ++it;
-  }
+  for (uint32_t page = 0; page < diffs_.size(); ++page)
+    if (diffs_[page].present && diffs_[page].bytes.empty()) Erase(page);
   return absl::OkStatus();
 }
 

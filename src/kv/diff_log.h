@@ -25,7 +25,6 @@
 #include <set>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,6 +40,8 @@ class DiffLog {
     uint32_t epoch = 0;
     std::string bytes;    // encoded log entries of this epoch, in order
     uint64_t oldest = 0;  // log block of the first of them (bytes non-empty)
+    uint32_t slot = 0;    // its place in its size bucket (bytes non-empty)
+    bool present = false; // (a slot of the table by page id)
   };
   // The differential log's part of a flush.
   struct FlushPart {
@@ -73,7 +74,7 @@ class DiffLog {
   const PageDiff* Find(uint32_t page) const;
   // Bytes of differentials held in memory, and pages holding one.
   size_t bytes() const { return bytes_; }
-  size_t pages() const { return by_size_.size(); }
+  size_t pages() const { return listed_; }
   // The page with the largest differential and its size (size 0: none).
   std::pair<uint32_t, size_t> Largest() const;
   // The page whose differential starts oldest in the log (nullopt: none).
@@ -97,12 +98,33 @@ class DiffLog {
  private:
   // Appends one record; returns the log block it went to.
   uint64_t AppendRecord(uint32_t page, uint32_t epoch, std::span<const std::byte> entry);
+  // A non-empty differential is listed: in the size bucket of its bytes
+  // and by age (its oldest block); Unlist/List around any change of them.
   void Unlist(uint32_t page, const PageDiff& d);
-  void List(uint32_t page, const PageDiff& d);
+  void List(uint32_t page, PageDiff& d);
+  void Unbucket(const PageDiff& d);
+  void Bucket(uint32_t page, PageDiff& d);
+  static size_t BucketOf(size_t bytes) { return std::min<size_t>(bytes / 64, kBuckets - 1); }
+  static constexpr size_t kBuckets = 1024;
 
   Layout layout_;
-  std::unordered_map<uint32_t, PageDiff> diffs_;
-  std::set<std::pair<size_t, uint32_t>> by_size_;    // (bytes, page), non-empty only
+  // By page id (ids are dense: pages are numbered from 0 as allocated).
+  PageDiff* Slot(uint32_t page) {
+    return page < diffs_.size() && diffs_[page].present ? &diffs_[page] : nullptr;
+  }
+  PageDiff& Emplace(uint32_t page, bool* fresh);
+  // (Swapped, not assigned: a string assigned an empty one keeps its buffer.)
+  void Erase(uint32_t page) {
+    std::string().swap(diffs_[page].bytes);
+    diffs_[page] = PageDiff();
+  }
+  std::vector<PageDiff> diffs_;
+  // Pages by the size of their differential, in buckets of 64 bytes (the
+  // largest is found in O(1) amortized; a std::set cost a tenth of the
+  // time of random puts), and by age (oldest block; it changes rarely).
+  std::vector<std::vector<uint32_t>> buckets_ = std::vector<std::vector<uint32_t>>(kBuckets);
+  mutable size_t top_ = 0;  // no bucket above it holds a page (a cache)
+  size_t listed_ = 0;  // pages listed
   std::set<std::pair<uint64_t, uint32_t>> by_age_;   // (oldest, page), non-empty only
   size_t bytes_ = 0;
   uint64_t head_seq_ = 0;

@@ -151,15 +151,27 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
   b.freed_blobs().clear();
   std::sort(p.pieces.begin(), p.pieces.end(),
             [](const FlushPlan::Piece& x, const FlushPlan::Piece& y) { return x.lba < y.lba; });
-  // Adjacent pieces become one.
+  // Adjacent pieces become one (each run allocated once, at its size:
+  // growing it piece by piece left the heap holding megabytes per flush).
   std::vector<FlushPlan::Piece> joined;
-  for (FlushPlan::Piece& piece : p.pieces) {
-    if (!joined.empty() &&
-        joined.back().lba + joined.back().bytes.size() / kBlock == piece.lba) {
-      joined.back().bytes.insert(joined.back().bytes.end(), piece.bytes.begin(), piece.bytes.end());
+  for (size_t i = 0; i < p.pieces.size();) {
+    size_t j = i + 1, bytes = p.pieces[i].bytes.size();
+    while (j < p.pieces.size() &&
+           p.pieces[j - 1].lba + p.pieces[j - 1].bytes.size() / kBlock == p.pieces[j].lba)
+      bytes += p.pieces[j++].bytes.size();
+    if (j == i + 1) {
+      joined.push_back(std::move(p.pieces[i]));
     } else {
-      joined.push_back(std::move(piece));
+      FlushPlan::Piece run;
+      run.lba = p.pieces[i].lba;
+      run.bytes.reserve(bytes);
+      for (size_t k = i; k < j; ++k) {
+        run.bytes.insert(run.bytes.end(), p.pieces[k].bytes.begin(), p.pieces[k].bytes.end());
+        std::vector<std::byte>().swap(p.pieces[k].bytes);
+      }
+      joined.push_back(std::move(run));
     }
+    i = j;
   }
   p.pieces = std::move(joined);
   absl::MutexLock lock(&seq_mu_);

@@ -283,6 +283,128 @@ absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in) {
   return p;
 }
 
+absl::StatusOr<KeyFate> FateOfKey(std::span<const std::byte> in, std::string_view key) {
+  KeyFate f;
+  size_t put_at = 0, put_len = 0;  // the deciding PUT's value, or PUTBLOB's ref
+  bool blob = false;
+  auto key_at = [&](size_t at, size_t klen) {
+    return klen == key.size() && std::memcmp(&in[at], key.data(), klen) == 0;
+  };
+  size_t at = 0;
+  auto need = [&](size_t n) { return at + n <= in.size(); };
+  while (at < in.size()) {
+    LogOp op = LogOp(in[at]);
+    ++at;
+    switch (op) {
+      case LogOp::kPut: {
+        if (!need(4)) return absl::DataLossError("log entry runs past the log's end");
+        size_t kl = util::GetU16(&in[at]), vl = util::GetU16(&in[at + 2]);
+        at += 4;
+        if (!need(kl + vl)) return absl::DataLossError("log entry runs past the log's end");
+        if (key_at(at, kl)) {
+          f.kind = KeyFate::kPresent;
+          blob = false;
+          put_at = at + kl;
+          put_len = vl;
+        }
+        at += kl + vl;
+        break;
+      }
+      case LogOp::kPutBlob:
+      case LogOp::kDel:
+      case LogOp::kTrunc:
+      case LogOp::kChild: {
+        if (!need(2)) return absl::DataLossError("log entry runs past the log's end");
+        size_t kl = util::GetU16(&in[at]);
+        at += 2;
+        size_t tail = op == LogOp::kPutBlob ? 12 : op == LogOp::kChild ? 4 : 0;
+        if (!need(kl + tail)) return absl::DataLossError("log entry runs past the log's end");
+        std::string_view k(reinterpret_cast<const char*>(&in[at]), kl);
+        if (op == LogOp::kPutBlob && k == key) {
+          f.kind = KeyFate::kPresent;
+          blob = true;
+          put_at = at + kl;
+        } else if (op == LogOp::kDel && k == key) {
+          f.kind = KeyFate::kAbsent;
+        } else if (op == LogOp::kTrunc && key >= k) {
+          f.kind = KeyFate::kAbsent;
+        }
+        at += kl + tail;
+        break;
+      }
+      case LogOp::kMeta:
+        if (!need(12)) return absl::DataLossError("log entry runs past the log's end");
+        at += 12;
+        break;
+      default:
+        return absl::DataLossError(absl::StrFormat("log entry of unknown op %d", int(op)));
+    }
+  }
+  if (f.kind == KeyFate::kPresent) {
+    f.entry.key = std::string(key);
+    if (blob) {
+      f.entry.blob = BlobRef{util::GetU32(&in[put_at]), util::GetU32(&in[put_at + 4]),
+                             util::GetU32(&in[put_at + 8])};
+    } else {
+      f.entry.value.assign(reinterpret_cast<const char*>(&in[put_at]), put_len);
+    }
+  }
+  return f;
+}
+
+absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key) {
+  PageProbe r;
+  Decoder d(in);
+  uint16_t magic = d.U16();
+  if (magic == 0 && std::all_of(in.begin(), in.begin() + std::min<size_t>(in.size(), kPageHeaderBytes),
+                                [](std::byte b) { return b == std::byte{0}; }))
+    return r;  // never written
+  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
+  r.type = PageType(d.U8());
+  r.has_log = d.U8() & 1;
+  uint16_t count = d.U16();
+  d.U16();
+  r.epoch = d.U32();
+  if (r.type != PageType::kLeaf && r.type != PageType::kInner)
+    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(r.type)));
+  size_t at = kPageHeaderBytes;
+  const bool inner = r.type == PageType::kInner;
+  bool found = false;
+  for (uint16_t i = 0; i < count; ++i) {
+    if (at + 3 > in.size()) return absl::DataLossError("page entries run past its end");
+    size_t klen = util::GetU16(&in[at]);
+    size_t kat = at + (inner ? 2 : 3);
+    size_t len;
+    if (inner) {
+      len = 2 + klen + 4;
+    } else if (uint8_t(in[at + 2]) == 1) {
+      len = 3 + klen + 12;
+    } else {
+      if (kat + klen + 2 > in.size()) return absl::DataLossError("page entries run past its end");
+      len = 3 + klen + 2 + util::GetU16(&in[kat + klen]);
+    }
+    if (at + len > in.size()) return absl::DataLossError("page entries run past its end");
+    if (!found && klen == key.size() &&
+        std::memcmp(&in[kat], key.data(), klen) == 0) {
+      Entry e;
+      e.key = std::string(key);
+      if (inner) {
+        e.child = util::GetU32(&in[kat + klen]);
+      } else if (uint8_t(in[at + 2]) == 1) {
+        e.blob = BlobRef{util::GetU32(&in[kat + klen]), util::GetU32(&in[kat + klen + 4]),
+                         util::GetU32(&in[kat + klen + 8])};
+      } else {
+        e.value.assign(reinterpret_cast<const char*>(&in[kat + klen + 2]), len - 5 - klen);
+      }
+      r.hit = std::move(e);
+      found = true;
+    }
+    at += len;
+  }
+  r.bytes = at;
+  return r;
+}
+
 std::vector<std::byte> EncodeLogEntry(const LogEntry& x) {
   std::vector<std::byte> b;
   Encoder e(&b);
@@ -317,6 +439,22 @@ std::vector<std::byte> EncodeLogEntry(const LogEntry& x) {
       break;
   }
   return b;
+}
+
+size_t EncodePutEntry(std::string_view key, std::string_view value, std::span<std::byte> out) {
+  out[0] = std::byte(uint8_t(LogOp::kPut));
+  util::PutU16(&out[1], uint16_t(key.size()));
+  util::PutU16(&out[3], uint16_t(value.size()));
+  std::memcpy(&out[5], key.data(), key.size());
+  std::memcpy(&out[5 + key.size()], value.data(), value.size());
+  return 5 + key.size() + value.size();
+}
+
+size_t EncodeDelEntry(std::string_view key, std::span<std::byte> out) {
+  out[0] = std::byte(uint8_t(LogOp::kDel));
+  util::PutU16(&out[1], uint16_t(key.size()));
+  std::memcpy(&out[3], key.data(), key.size());
+  return 3 + key.size();
 }
 
 void PutLogHeader(std::span<std::byte> area, uint32_t epoch, size_t used) {

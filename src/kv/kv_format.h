@@ -79,6 +79,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -176,6 +177,18 @@ void EncodePage(const PageImage& p, std::span<std::byte> out);
 // DataLoss if the page is malformed; an all-zero page is type kNone.
 absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in);
 
+// A key looked up in an encoded page without decoding it (reads of pages
+// not in the buffer).
+struct PageProbe {
+  PageType type = PageType::kNone;
+  uint32_t epoch = 0;
+  bool has_log = false;
+  size_t bytes = 0;          // encoded size (header included)
+  std::optional<Entry> hit;  // the key's entry, if the page holds it
+};
+// DataLoss if malformed (as DecodePage).
+absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key);
+
 enum class LogOp : uint8_t {
   kPut = 1, kPutBlob = 2, kDel = 3, kTrunc = 4, kChild = 5, kMeta = 6,
   kEpoch = 7,  // differential log only (see the grammar)
@@ -191,6 +204,10 @@ struct LogEntry {
 };
 
 std::vector<std::byte> EncodeLogEntry(const LogEntry& e);
+// A PUT or DEL entry into `out` (at least 5 + key + value bytes); returns
+// its length. The same bytes as EncodeLogEntry, without building a LogEntry.
+size_t EncodePutEntry(std::string_view key, std::string_view value, std::span<std::byte> out);
+size_t EncodeDelEntry(std::string_view key, std::span<std::byte> out);
 // A log area: its header and entries. An area whose magic is absent
 // (never written) holds nothing. DataLoss if malformed.
 struct LogArea {
@@ -199,6 +216,15 @@ struct LogArea {
   size_t used = 0;  // bytes of entries
 };
 absl::StatusOr<LogArea> DecodeLogArea(std::span<const std::byte> area);
+// What a run of encoded log entries (a page's differential) says of `key`
+// in the end: nothing (kUnknown: the page decides), gone (a DEL of it, a
+// TRUNC at or below it), or its entry (a PUT or PUTBLOB). DataLoss if
+// malformed.
+struct KeyFate {
+  enum Kind { kUnknown, kAbsent, kPresent } kind = kUnknown;
+  Entry entry;  // kPresent
+};
+absl::StatusOr<KeyFate> FateOfKey(std::span<const std::byte> entries, std::string_view key);
 // A run of encoded log entries (a log area's body, a page's differential).
 // DataLoss if malformed.
 absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes);

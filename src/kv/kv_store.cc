@@ -455,6 +455,8 @@ KvStats KvStoreImpl::Stats() const {
   s.tree_height = buf_.meta().height;
   s.pages = buf_.meta().next_page;
   s.buffer_pages = uint32_t(buf_.frame_count());
+  s.diff_bytes = buf_.diffs().bytes();
+  s.diff_pages = buf_.diffs().pages();
   return s;
 }
 
