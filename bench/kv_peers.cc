@@ -507,7 +507,7 @@ struct Flags {
   uint64_t keys = 1000000;
   uint64_t sync_ops = 20000;
   uint64_t scans = 0;  // 0: keys / 100, 100..10000
-  std::string kv_mode = "ipl";
+  std::string kv_mode = "pdl";  // KvOptions default
   uint32_t kv_buffer_pages = 0;  // 0: KvOptions' default
   uint64_t kv_diff_mib = 0;      // 0: KvOptions' default
   bool keep = false;

@@ -89,7 +89,16 @@ Json KvStatsJson(const KvStats& s) {
               {"media_write_bytes", s.media_write_bytes},
               {"pages", s.pages},
               {"buffer_pages", s.buffer_pages},
-              {"tree_height", s.tree_height}};
+              {"tree_height", s.tree_height},
+              {"diff_records", s.diff_records},
+              {"blind_writes", s.blind_writes},
+              {"diff_block_writes", s.diff_block_writes},
+              {"diff_merges", s.diff_merges},
+              {"diff_relogs", s.diff_relogs},
+              {"diff_load_reads", s.diff_load_reads},
+              {"diff_answers", s.diff_answers},
+              {"diff_bytes", s.diff_bytes},
+              {"diff_pages", s.diff_pages}};
 }
 
 // One row of "kv list": the pool's view and the store's geometry (which

@@ -57,9 +57,8 @@ int EnvInt(const char* name, int fallback, int min = 1) {
 KvOptions KvStoreOptions(const DaemonOptions& o) {
   KvOptions k;
   k.buffer_pages = o.kv_buffer_pages;
-  k.mode = o.kv_mode == "ipl-merge" ? KvMode::kIplMerge
-           : o.kv_mode == "in-place" ? KvMode::kInPlace
-                                     : KvMode::kIpl;
+  k.mode = ParseKvMode(o.kv_mode).value_or(KvMode::kPdl);
+  k.diff_budget_bytes = uint64_t(o.kv_diff_mib) << 20;
   k.read_only = o.read_only;
   return k;
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "control/control_protocol.h"
+#include "ftl/kv.h"
 #include "ftl/size.h"
 
 namespace ftl::daemon {
@@ -116,10 +117,18 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
     } else if (arg == "--kv-mode") {
       auto v = value();
       if (!v.ok()) return v.status();
-      if (*v != "ipl" && *v != "ipl-merge" && *v != "in-place") {
-        return Bad(absl::StrCat("--kv-mode: unknown mode '", *v, "' (ipl, ipl-merge, in-place)"));
+      if (!ParseKvMode(*v)) {
+        return Bad(absl::StrCat("--kv-mode: unknown mode '", *v, "' (pdl, ipl, ipl-merge, in-place)"));
       }
       o.kv_mode = *v;
+    } else if (arg == "--kv-diff-mib") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > (1u << 20)) {
+        return Bad(absl::StrCat("--kv-diff-mib: '", *v, "' is not a number of MiB from 1 to ", 1u << 20));
+      }
+      o.kv_diff_mib = n;
     } else if (arg == "--simulate-volatile-cache") {
       // The seed only as --simulate-volatile-cache=SEED: a separate word
       // would be taken for BACKING.
@@ -183,8 +192,11 @@ over NBD. Runs in the foreground and logs to stderr.
                        (each loss is logged by volume and LBA)
       --kv-buffer-pages N  pages each key-value store keeps in memory
                        (default 1024, at least 16)
-      --kv-mode M      how key-value stores write pages: ipl (default: in-page
-                       logging), ipl-merge (merge whole erase units), in-place
+      --kv-mode M      how key-value stores write pages: pdl (default:
+                       page-differential logging), ipl (in-page logging),
+                       ipl-merge (merge whole erase units), in-place
+      --kv-diff-mib N  pdl: MiB of page differentials each key-value store
+                       keeps in memory before merging pages (default 32)
       --simulate-volatile-cache[=SEED]
                        for power-cut tests only: keep writes in memory until
                        a flush writes them to BACKING (in an order shuffled

@@ -3,7 +3,7 @@
 //   ftld [--size SIZE] [--format [--force]] [--bind ADDR] [--port N]
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
-//        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE]
+//        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE] [--kv-diff-mib N]
 //        [--simulate-volatile-cache[=SEED]] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
@@ -36,7 +36,8 @@ struct DaemonOptions {
   bool discard = true;             // OpenOptions::discard (--no-discard)
   bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
   uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store
-  std::string kv_mode = "ipl";     // KvOptions::mode: ipl, ipl-merge, in-place
+  std::string kv_mode = "pdl";     // KvOptions::mode: pdl, ipl, ipl-merge, in-place
+  uint32_t kv_diff_mib = 32;       // KvOptions::diff_budget_bytes in MiB
   // Power-cut tests: the backing behind NewVolatileCacheMedia (include/ftl/media.h),
   // so that kill -9 loses what a power cut would. The seed orders the
   // write-throughs; none given: one from the clock and the pid (logged).

@@ -83,7 +83,7 @@ std::optional<KvMode> ParseKvMode(std::string_view name);
 
 struct KvOptions {
   uint32_t buffer_pages = 1024;  // pages the buffer manager holds (>= 16)
-  KvMode mode = KvMode::kIpl;
+  KvMode mode = KvMode::kPdl;
   bool read_only = false;        // snapshots are always read-only
   // Largest flush written as one atomic write (0: the pool's atomic size;
   // 256 KiB for a store opened on a bare Volume). Larger flushes go through
@@ -124,6 +124,7 @@ struct KvStats {
   uint64_t diff_relogs = 0;        // differentials copied to the log's head
   uint64_t diff_load_reads = 0;    // blocks read to replay the log at open
   uint64_t diff_answers = 0;       // reads answered by a differential, no page read
+  uint64_t filter_answers = 0;     // absent keys told by a page's key filter, no read
   uint64_t diff_bytes = 0;         // differentials in memory now
   uint64_t diff_pages = 0;         // pages with one now
   uint64_t pages = 0;              // pages allocated in the dataset

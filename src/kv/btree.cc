@@ -97,7 +97,16 @@ absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
 
 absl::StatusOr<bool> BTree::Contains(std::string_view key) {
   Path path;
-  if (absl::Status s = Descend(key, &path); !s.ok()) return s;
+  absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &path);
+  if (!leaf.ok()) return leaf.status();
+  if (leaf->has_value()) {
+    absl::StatusOr<BufferPool::Probe> p = buf_->ProbeLeaf(**leaf, key);
+    if (!p.ok()) return p.status();
+    if (p->answered) return p->entry.has_value();
+    Path full;
+    if (absl::Status s = Descend(key, &full); !s.ok()) return s;
+    return full.frames.back()->page.Find(key) != nullptr;
+  }
   return path.frames.back()->page.Find(key) != nullptr;
 }
 
@@ -135,16 +144,29 @@ absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind
 absl::StatusOr<std::optional<bool>> BTree::Delete(std::string_view key, bool blind) {
   Path path;
   if (blind) {
-    absl::StatusOr<std::optional<uint32_t>> leaf_id = DescendBlind(key, 0, &path);
+    // The key's entry from a probe (its differential, its filter or the
+    // page as it is on the media), so a value kept outside pages is freed
+    // now: a delete is how space is given back.
+    absl::StatusOr<std::optional<uint32_t>> leaf_id = DescendToRead(key, &path);
     if (!leaf_id.ok()) return leaf_id.status();
     if (leaf_id->has_value()) {
-      buf_->BlindChange(**leaf_id, key, std::nullopt);
-      return std::optional<bool>();
+      absl::StatusOr<BufferPool::Probe> p = buf_->ProbeLeaf(**leaf_id, key);
+      if (!p.ok()) return p.status();
+      if (p->answered && !p->entry) return std::optional<bool>(false);
+      if (p->answered && buf_->CanChangeBlind(**leaf_id, 0)) {
+        if (p->entry->blob) buf_->FreeBlob(*p->entry->blob);
+        buf_->BlindChange(**leaf_id, key, std::nullopt);
+        return std::optional<bool>(true);
+      }
     }
-  } else if (absl::Status s = Descend(key, &path); !s.ok()) {
-    return s;
   }
-  Frame* leaf = path.frames.back();
+  Path full;
+  if (absl::Status s = Descend(key, &full); !s.ok()) return s;
+  return DeleteIn(key, &full);
+}
+
+absl::StatusOr<std::optional<bool>> BTree::DeleteIn(std::string_view key, Path* path) {
+  Frame* leaf = path->frames.back();
   const Entry* old = leaf->page.Find(key);
   if (!old) return std::optional<bool>(false);
   if (old->blob) buf_->FreeBlob(*old->blob);

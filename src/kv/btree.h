@@ -56,6 +56,8 @@ class BTree {
     }
   };
   absl::Status Descend(std::string_view key, Path* path);
+  // Delete in the leaf `path` ends at.
+  absl::StatusOr<std::optional<bool>> DeleteIn(std::string_view key, Path* path);
   // Descends the inner pages to the leaf of `key`; if that leaf could take
   // a change of `bytes` unread (BufferPool::CanChangeBlind), returns its id
   // and leaves `path` at its parent; otherwise loads it too (nullopt).

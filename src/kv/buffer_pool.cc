@@ -17,6 +17,48 @@ BufferPool::BufferPool(Volume* volume, const Layout& layout, KvMode mode, uint32
       capacity_(std::max<uint32_t>(capacity, 16)),
       diffs_(layout) {}
 
+void PageInfo::ClearFilter() {
+  std::fill(std::begin(filter), std::end(filter), 0);
+  filtered = true;
+}
+
+namespace {
+
+// Three bit positions of a key in a 512-bit filter, from one hash.
+template <typename F>
+void ForEachBit(std::string_view key, F&& f) {
+  uint64_t h = util::Xxh3(std::as_bytes(std::span(key.data(), key.size())));
+  for (int i = 0; i < 3; ++i) {
+    uint32_t bit = uint32_t(h >> (i * 9)) & (PageInfo::kFilterWords * 64 - 1);
+    f(bit / 64, uint64_t(1) << (bit % 64));
+  }
+}
+
+}  // namespace
+
+void PageInfo::AddKey(std::string_view key) {
+  ForEachBit(key, [&](int w, uint64_t m) { filter[w] |= m; });
+}
+
+bool PageInfo::MayHold(std::string_view key) const {
+  if (!filtered) return true;
+  bool all = true;
+  ForEachBit(key, [&](int w, uint64_t m) { all = all && (filter[w] & m); });
+  return all;
+}
+
+void BufferPool::Remember(const Frame& f) {
+  PageInfo& info = Info(f.id);
+  const PageImage& img = f.page.image();
+  info.epoch = img.epoch;
+  info.bytes = uint32_t(f.page.bytes());
+  info.known = true;
+  info.filtered = false;
+  if (img.type != PageType::kLeaf || mode_ != KvMode::kPdl) return;
+  info.ClearFilter();
+  for (const Entry& e : img.entries) info.AddKey(e.key);
+}
+
 PageInfo& BufferPool::Info(uint32_t id) {
   if (id >= info_.size()) info_.resize(std::max<size_t>(id + 1, info_.size() * 2));
   return info_[id];
@@ -217,10 +259,7 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
     if (ipl()) ReleaseLogBlocks(id);
     return s;
   }
-  PageInfo& info = Info(id);
-  info.epoch = f->page.image().epoch;
-  info.bytes = uint32_t(f->page.bytes());
-  info.known = true;
+  Remember(*f);
   f->pins = 1;
   lru_.push_front(id);
   f->lru = lru_.begin();
@@ -247,6 +286,7 @@ absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
   info.epoch = 1;
   info.bytes = uint32_t(f->page.bytes());
   info.known = true;
+  info.filtered = false;
   if (ipl()) {
     if (absl::Status s = LoadLogBlocks(id); !s.ok()) {
       --root_meta_.next_page;
@@ -264,6 +304,7 @@ absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
 }
 
 void BufferPool::MarkRewrite(Frame* f) {
+  if (f->id == probe_page_) probe_page_ = kNoPage;  // its media image changes
   if (f->rewrite) return;
   f->rewrite = true;
   ++f->page.image().epoch;  // empties its log
@@ -371,22 +412,46 @@ absl::StatusOr<BufferPool::Probe> BufferPool::ProbeLeaf(uint32_t id, std::string
     ++stats_.diff_answers;
     return true;
   };
-  // Its differential, trusted without the page when the page's epoch is known.
-  if (d && id < info_.size() && info_[id].known && info_[id].epoch == d->epoch) {
+  // Its differential, trusted without the page when the page's epoch is
+  // known; then its key filter.
+  const bool known = id < info_.size() && info_[id].known;
+  if (d && known && info_[id].epoch == d->epoch) {
     absl::StatusOr<bool> done = decide(*d);
     if (!done.ok()) return done.status();
     if (*done) return r;
   }
+  if (known && (!d || info_[id].epoch == d->epoch) && !info_[id].MayHold(key)) {
+    ++stats_.filter_answers;
+    r.answered = true;
+    return r;
+  }
   std::vector<std::byte>& buf = probe_buf_;
-  buf.resize(layout_.geo.page_bytes);
-  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
-  ++stats_.page_reads;
-  ++stats_.buffer_misses;
-  absl::StatusOr<PageProbe> p = ProbePage(buf, key);
-  if (!p.ok()) return absl::DataLossError(absl::StrFormat("page %d: %s", id, p.status().message()));
-  if (p->type == PageType::kNone)
+  if (probe_page_ != id) {
+    probe_page_ = kNoPage;
+    buf.resize(layout_.geo.page_bytes);
+    if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
+    probe_page_ = id;
+    ++stats_.page_reads;
+    ++stats_.buffer_misses;
+  }
+  PageInfo& info = Info(id);
+  const bool build = !info.known || !info.filtered;
+  if (build) info.ClearFilter();
+  std::function<void(std::string_view)> add;
+  if (build) add = [&info](std::string_view k) { info.AddKey(k); };
+  absl::StatusOr<PageProbe> p = ProbePage(buf, key, add);
+  if (!p.ok()) {
+    info.known = info.filtered = false;
+    return absl::DataLossError(absl::StrFormat("page %d: %s", id, p.status().message()));
+  }
+  if (p->type == PageType::kNone) {
+    info.known = info.filtered = false;
     return absl::DataLossError(absl::StrFormat("page %d was never written", id));
-  if (p->type != PageType::kLeaf || p->has_log) return r;  // load it
+  }
+  if (p->type != PageType::kLeaf || p->has_log) {  // load it
+    info.filtered = false;
+    return r;
+  }
   size_t diff_bytes = 0;
   if (d && d->epoch > p->epoch)
     return absl::DataLossError(absl::StrFormat(
@@ -401,7 +466,6 @@ absl::StatusOr<BufferPool::Probe> BufferPool::ProbeLeaf(uint32_t id, std::string
     if (!done.ok()) return done.status();
     if (*done) return r;
   }
-  PageInfo& info = Info(id);
   if (!info.known) {
     // An upper bound of its size (a differential's entry is never smaller
     // than the page entry it makes).
@@ -514,10 +578,7 @@ void BufferPool::Evict(Frame* f) {
   if (ipl()) ReleaseLogBlocks(f->id);
   // What a change logged unread needs to know (pages filled directly, such
   // as a split's new page, were not counted by Change).
-  PageInfo& info = Info(f->id);
-  info.epoch = f->page.image().epoch;
-  info.bytes = uint32_t(f->page.bytes());
-  info.known = true;
+  Remember(*f);
   lru_.erase(f->lru);
   frames_.erase(f->id);
   ++stats_.evictions;

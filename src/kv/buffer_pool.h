@@ -60,13 +60,21 @@ struct Frame {
   std::list<uint32_t>::iterator lru;
 };
 
-// What the buffer knows of a page without reading it (kPdl): its epoch and
-// an upper bound of its encoded size, once it has been read or written
-// since the store was opened.
+// What the buffer knows of a page without reading it (kPdl): its epoch, an
+// upper bound of its encoded size, and a Bloom filter of the keys its image
+// held when last seen (a key it does not pass was not there: the page's
+// differential, consulted first, says what changed since), once it has
+// been read or written since the store was opened.
 struct PageInfo {
+  static constexpr int kFilterWords = 8;  // 512 bits: ~1% false at 50 keys
   uint32_t epoch = 0;
   uint32_t bytes = 0;
   bool known = false;
+  bool filtered = false;
+  uint64_t filter[kFilterWords] = {};
+  void ClearFilter();
+  void AddKey(std::string_view key);
+  bool MayHold(std::string_view key) const;
 };
 
 struct LogBlock {
@@ -182,6 +190,8 @@ class BufferPool {
   // (dropping a stale one); `base_blobs` gets the values the image
   // referenced before, if it had one.
   absl::Status ApplyDiff(uint32_t id, Page* p, std::vector<std::pair<std::string, BlobRef>>* base_blobs);
+  // Records what a page in the buffer is: epoch, size, key filter.
+  void Remember(const Frame& f);
   // Writes page `id` whole at the next flush (kPdl merges).
   absl::Status Merge(uint32_t id);
   PageInfo& Info(uint32_t id);
@@ -206,6 +216,10 @@ class BufferPool {
   std::vector<PageInfo> info_;  // by page id
   uint64_t log_limit_ = 0;      // live differential log blocks before cleaning
   std::vector<std::byte> probe_buf_;  // a page read by ProbeLeaf
+  uint32_t probe_page_ = kNoPage;     // whose media image probe_buf_ holds
+                                      // (a delete's check and the delete
+                                      // read it once); reset when it is
+                                      // rewritten
 };
 
 }  // namespace ftl::kv

@@ -352,7 +352,8 @@ absl::StatusOr<KeyFate> FateOfKey(std::span<const std::byte> in, std::string_vie
   return f;
 }
 
-absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key) {
+absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key,
+                                    const std::function<void(std::string_view)>& on_key) {
   PageProbe r;
   Decoder d(in);
   uint16_t magic = d.U16();
@@ -384,6 +385,7 @@ absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_v
       len = 3 + klen + 2 + util::GetU16(&in[kat + klen]);
     }
     if (at + len > in.size()) return absl::DataLossError("page entries run past its end");
+    if (on_key) on_key(std::string_view(reinterpret_cast<const char*>(&in[kat]), klen));
     if (!found && klen == key.size() &&
         std::memcmp(&in[kat], key.data(), klen) == 0) {
       Entry e;

@@ -76,6 +76,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -187,7 +188,9 @@ struct PageProbe {
   std::optional<Entry> hit;  // the key's entry, if the page holds it
 };
 // DataLoss if malformed (as DecodePage).
-absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key);
+// `on_key` (if set) sees every key of the page.
+absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key,
+                                    const std::function<void(std::string_view)>& on_key = {});
 
 enum class LogOp : uint8_t {
   kPut = 1, kPutBlob = 2, kDel = 3, kTrunc = 4, kChild = 5, kMeta = 6,

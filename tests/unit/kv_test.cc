@@ -322,7 +322,7 @@ TEST(KvStore, SeveralSectorsPerPageMeanFewerBombs) {
     g.sectors_per_page = per_page;
     g.log_sectors_per_unit = 28 * per_page + (8 - 28 * per_page % 8) % 8;
     EXPECT_OK(KvStore::Format(&vol, g));
-    auto s = *KvStore::Open(&vol, {});
+    auto s = *KvStore::Open(&vol, {.mode = KvMode::kIpl});
     for (int i = 0; i < 2000; ++i) EXPECT_OK(s->Put(Key(i), std::string(100, 'a')));
     std::mt19937 rng(5);
     for (int i = 0; i < 4000; ++i) EXPECT_OK(s->Put(Key(int(rng() % 2000)), std::string(100, 'c')));
