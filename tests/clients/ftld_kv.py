@@ -7,9 +7,8 @@ NBD exports and block-only verbs, bad requests that change nothing (each
 followed by a check that the daemon still serves), kill -9 under synced
 puts from several clients (every acknowledged key keeps its last
 acknowledged value), and a full pool (puts answer RESOURCE_EXHAUSTED, the
-acknowledged keys stay readable, kv destroy makes room, then deletes work;
-deletes on the full pool itself are refused: a known issue, fatal with
-FTLD_KV_STRICT=1)."""
+acknowledged keys stay readable, deletes on the full pool itself work and
+their space comes back, kv destroy makes room too)."""
 
 import base64
 import json
@@ -29,7 +28,6 @@ DEFAULT_GEOMETRY = "page=4096,pages=28,sectors=32,per-page=1"
 MAX_KEY, MAX_VALUE = 1024, 64 * KiB
 SCAN_CAP = 10000          # kMaxKvScanLimit (control/control_protocol.h)
 KILL_ROUNDS = int(os.environ.get("FTLD_KV_KILL_ROUNDS", "3"))
-STRICT = os.environ.get("FTLD_KV_STRICT") == "1"   # see test_full_pool
 
 
 # --- helpers ----------------------------------------------------------------
@@ -584,35 +582,27 @@ def test_full_pool(env):
     for i, r in zip(acked, replies):
         assert r["ok"] and field(r, "value") == value(i), (i, {k: r[k] for k in r if "value" not in k})
     assert d.ctl("status")["pid"] == d.proc.pid
-    # Deletes. A delete writes a log entry before the value's blocks are
-    # trimmed, so on a pool this full the key-value layer answers it
-    # RESOURCE_EXHAUSTED (the delete then waits in the store's buffer for
-    # room: docs/kv.md, "Errors").
+    # Deletes work on the full pool: a flush of deletes may use the pool's
+    # reserve for space-freeing writes (docs/kv.md, "Errors"), and the
+    # values they drop are trimmed once the deletes are durable, so the
+    # cleaner gets their space back and puts are taken again.
     gone, kept = acked[: len(acked) // 2], acked[len(acked) // 2:]
     replies = c.many([{"cmd": "kv", "action": "delete", "name": "fill", "sync": True,
                        "key": f"f{i:05d}"} for i in gone])
     codes = {r.get("code", "OK") for r in replies}
-    assert codes <= {"OK", "RESOURCE_EXHAUSTED"}, codes
-    if "RESOURCE_EXHAUSTED" in codes:
-        # A delete writes a log entry before the value's blocks are
-        # trimmed, so the key-value layer refuses it on a pool this full.
-        print("KNOWN ISSUE: deletes on the full pool answer RESOURCE_EXHAUSTED; "
-              "freeing room with kv destroy", flush=True)
-        assert not STRICT, "deletes fail on a full pool"
-        refused = [i for i, r in zip(gone, replies) if not r["ok"]]
-        back = c.many([get_req("fill", f"f{i:05d}".encode()) for i in refused])
-        assert all(r["ok"] and field(r, "value") == value(i) for i, r in zip(refused, back)), \
-            "a refused delete took effect"
-    # kv destroy works on the full pool and makes room; then deletes work
-    # (NOT_FOUND for one that already took effect in the buffer) and are
-    # made durable by the next synced write.
+    assert codes == {"OK"}, f"deletes on the full pool: {codes}"
+    back = c.many([get_req("fill", f"f{i:05d}".encode()) for i in gone[:20]])
+    assert all(r["ok"] is False and r["code"] == "NOT_FOUND" for r in back), back[:3]
+    for _ in range(2):
+        d.ctl("checkpoint")
+    d.ctl("gc")
+    r = c.call(**put_req("fill", b"after-deletes", value(1), sync=True))
+    assert r["ok"], f"the space of the deleted values did not come back: {r}"
+    # kv destroy works on the full pool too and makes room.
     kv(d, "destroy", "spare")
     for _ in range(2):
         d.ctl("checkpoint")
     d.ctl("gc")
-    replies = c.many([{"cmd": "kv", "action": "delete", "name": "fill", "sync": True,
-                       "key": f"f{i:05d}"} for i in gone])
-    assert {r.get("code", "OK") for r in replies} <= {"OK", "NOT_FOUND"}, replies[:3]
     assert c.call(**put_req("fill", b"marker", b"m", sync=True))["ok"]
     c.close()
     assert "no such key" in kv_fail(d, "get", "fill", f"f{gone[0]:05d}")
