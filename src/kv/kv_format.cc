@@ -164,6 +164,10 @@ absl::StatusOr<Layout> DecodeHeader(std::span<const std::byte> block) {
   if (d.U64() != kHeaderMagic) return absl::NotFoundError("no key-value dataset header");
   Layout l;
   uint32_t version = d.U32();
+  // A version this build does not know has a layout it cannot check.
+  if (version < 1 || version > kFormatVersion)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "key-value dataset format %d; this build reads 1 to %d", version, kFormatVersion));
   l.geo.page_bytes = d.U32();
   l.geo.pages_per_unit = d.U32();
   l.geo.log_sectors_per_unit = d.U32();
@@ -185,9 +189,6 @@ absl::StatusOr<Layout> DecodeHeader(std::span<const std::byte> block) {
   uint64_t sum = d.U64();
   if (!d.ok() || util::Xxh3(block.first(body)) != sum)
     return absl::DataLossError("key-value dataset header fails its checksum");
-  if (version < 1 || version > kFormatVersion)
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "key-value dataset format %d; this build reads 1 to %d", version, kFormatVersion));
   if (absl::Status s = l.geo.Validate(); !s.ok()) return s;
   if (l.has_diff_log() && (uint64_t(l.dlog_base) + l.dlog_blocks > 0xFFFFFFF0u ||
                            l.anchor_lba < uint64_t(l.blob_base) + l.blob_blocks))

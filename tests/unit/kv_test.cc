@@ -16,6 +16,8 @@
 #include "kv/kv_format.h"
 #include "kv/page.h"
 #include "status_asserts.h"
+#include "util/checksum.h"
+#include "util/encoding.h"
 
 namespace ftl {
 namespace {
@@ -62,6 +64,10 @@ class MemVolume : public Volume {
     return absl::UnimplementedError("");
   }
   VolumeStats Stats() const override { return {}; }
+  size_t mapped() const { return data_.size(); }
+  size_t mapped_in(uint64_t lo, uint64_t hi) const {
+    return size_t(std::distance(data_.lower_bound(lo), data_.lower_bound(hi)));
+  }
   uint64_t written_ = 0;
   uint64_t atomic_writes = 0;
   uint64_t max_atomic = 1 << 20;
@@ -406,6 +412,220 @@ TEST(KvPdl, BatchesAcrossModesAgainstModel) {
     ASSERT_EQ(got.size(), model.size()) << "round " << round;
     for (auto& [k, v] : model) ASSERT_EQ(got[k], v) << "round " << round << " key " << k;
   }
+}
+
+}  // namespace
+}  // namespace ftl
+
+namespace ftl {
+namespace {
+
+// Random updates of a loaded table: differential logging packs them into
+// shared log blocks, where in-page logging writes a 4 KiB log block (and
+// pages whose logs fill) per page.
+TEST(KvPdl, WritesFarLessThanIpl) {
+  auto run = [](KvMode mode) {
+    MemVolume vol(1 << 18);
+    EXPECT_OK(KvStore::Format(&vol));
+    KvOptions o;
+    o.mode = mode;
+    o.buffer_pages = 16;
+    o.diff_budget_bytes = 256 << 10;
+    auto s = *KvStore::Open(&vol, o);
+    for (int i = 0; i < 4000; ++i) EXPECT_OK(s->Put(Key(i), std::string(100, 'a')));
+    EXPECT_OK(s->Flush());
+    KvStats before = s->Stats();
+    std::mt19937 rng(3);
+    for (int i = 0; i < 3000; ++i) EXPECT_OK(s->Put(Key(int(rng() % 4000)), std::string(100, 'b')));
+    EXPECT_OK(s->Flush());
+    KvStats after = s->Stats();
+    return std::make_pair(after.media_write_bytes - before.media_write_bytes,
+                          after.blind_writes - before.blind_writes);
+  };
+  auto [pdl_bytes, pdl_blind] = run(KvMode::kPdl);
+  auto [ipl_bytes, ipl_blind] = run(KvMode::kIpl);
+  std::printf("3000 random updates: pdl %llu bytes (%llu unread), ipl %llu bytes\n",
+              (unsigned long long)pdl_bytes, (unsigned long long)pdl_blind, (unsigned long long)ipl_bytes);
+  EXPECT_LT(pdl_bytes * 4, ipl_bytes);
+  EXPECT_GT(pdl_blind, 2000u) << "updates of pages not in the buffer should not read them";
+  EXPECT_EQ(ipl_blind, 0u);
+}
+
+// A read of a page not in the buffer is one page read (no log read); a key
+// the page's filter or differential rules out needs no read at all.
+TEST(KvPdl, ReadsCostOnePageReadOrNone) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  KvOptions o;
+  o.buffer_pages = 16;
+  {
+    ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+    for (int i = 0; i < 4000; i += 2) ASSERT_OK(s->Put(Key(i), std::to_string(i)));
+    ASSERT_OK(s->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+  std::mt19937 rng(9);
+  KvStats a = s->Stats();
+  for (int n = 0; n < 500; ++n) {
+    int i = int(rng() % 2000) * 2;
+    ASSERT_EQ(*s->Get(Key(i)), std::to_string(i));
+  }
+  KvStats b = s->Stats();
+  EXPECT_EQ(b.log_reads, a.log_reads);
+  EXPECT_LE(b.page_reads - a.page_reads, 500u);
+  // Every page was seen by now: absent keys are mostly told by filters.
+  for (int n = 0; n < 500; ++n) EXPECT_TRUE(absl::IsNotFound(s->Get(Key(int(rng() % 2000) * 2 + 1)).status()));
+  KvStats c = s->Stats();
+  EXPECT_GT(c.filter_answers - b.filter_answers, 400u);
+  EXPECT_LT(c.page_reads - b.page_reads, 100u);
+  // A key changed since the page was written is answered by its
+  // differential.
+  ASSERT_OK(s->Put(Key(10), "new"));
+  for (int i = 0; i < 4000; i += 2) (void)s->Get(Key(i));  // (evicts page of Key(10))
+  KvStats d = s->Stats();
+  EXPECT_EQ(*s->Get(Key(10)), "new");
+  EXPECT_EQ(s->Stats().page_reads, d.page_reads);
+  EXPECT_EQ(s->Stats().diff_answers, d.diff_answers + 1);
+}
+
+// A value kept outside pages that a put replaced without reading its page
+// is freed when the page is merged.
+TEST(KvPdl, ValuesReplacedUnreadAreFreedAtTheMerge) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  std::vector<std::byte> header(4096);
+  ASSERT_OK(vol.Read(0, header));
+  ASSERT_OK_AND_ASSIGN(kv::Layout l, kv::DecodeHeader(header));
+  auto blob_blocks = [&] { return vol.mapped_in(l.blob_base, l.blob_base + l.blob_blocks); };
+  KvOptions o;
+  o.buffer_pages = 16;
+  o.diff_budget_bytes = 16 << 10;
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+  for (int i = 0; i < 4000; ++i) ASSERT_OK(s->Put(Key(i), std::string(i % 100 == 0 ? 9000 : 50, 'v')));
+  ASSERT_OK(s->Flush());
+  const size_t before = blob_blocks();
+  ASSERT_EQ(before, 40u * 3);
+  // Every page seen (so changes need not read it), then the values
+  // replaced by small ones, unread.
+  for (int i = 0; i < 4000; i += 7) (void)s->Get(Key(i));
+  KvStats a = s->Stats();
+  for (int i = 0; i < 4000; i += 100) ASSERT_OK(s->Put(Key(i), "small"));
+  EXPECT_GT(s->Stats().blind_writes - a.blind_writes, 30u);
+  ASSERT_OK(s->Close());
+  // Opening in another mode merges every page with a differential.
+  ASSERT_OK_AND_ASSIGN(auto r, KvStore::Open(&vol, {.mode = KvMode::kIpl}));
+  ASSERT_OK(r->Close());
+  EXPECT_EQ(blob_blocks(), 0u) << "the replaced values' blocks are still mapped";
+  ASSERT_OK_AND_ASSIGN(r, KvStore::Open(&vol, o));
+  for (int i = 0; i < 4000; i += 100) EXPECT_EQ(*r->Get(Key(i)), "small");
+  EXPECT_EQ(*r->Get(Key(1)), std::string(50, 'v'));
+}
+
+// The live log stays bounded: pages whose old differentials hold its tail
+// are merged or have them copied to the head, the anchor follows, and a
+// reopen replays only the live part.
+TEST(KvPdl, LogCleaningKeepsTheReplayShort) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  KvOptions o;
+  o.buffer_pages = 16;
+  o.diff_budget_bytes = 64 << 10;  // log limit: 64 blocks
+  {
+    ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+    for (int i = 0; i < 3000; ++i) ASSERT_OK(s->Put(Key(i), std::string(80, 'a')));
+    ASSERT_OK(s->Flush());
+    // One small change in many pages (cold differentials), then a few
+    // hot pages changed until the log passed its limit many times over
+    // (a synced put now and then, so their pages are not just rewritten).
+    for (int i = 0; i < 3000; i += 40) ASSERT_OK(s->Put(Key(i), "cold"));
+    for (int n = 0; n < 30000; ++n)
+      ASSERT_OK(s->Put(Key(1001 + n % 300), std::to_string(n), {.sync = n % 20 == 0}));
+    ASSERT_OK(s->Flush());
+    KvStats st = s->Stats();
+    std::printf("relogs %llu, merges %llu, log blocks %llu\n", (unsigned long long)st.diff_relogs,
+                (unsigned long long)st.diff_merges, (unsigned long long)st.diff_block_writes);
+    EXPECT_GT(st.diff_block_writes, 300u);
+    EXPECT_GT(st.diff_relogs + st.diff_merges, 0u);
+  }  // no Close: the destructor's flush only
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+  EXPECT_LT(s->Stats().diff_load_reads, 64u + 64 + 64 + 2) << "replay read more than the live log";
+  for (int i = 0; i < 3000; i += 40)
+    if (i <= 1000 || i > 1300) EXPECT_EQ(*s->Get(Key(i)), "cold") << i;
+  EXPECT_EQ(*s->Get(Key(1001 + 29999 % 300)), "29999");
+  EXPECT_EQ(*s->Get(Key(2)), std::string(80, 'a'));
+}
+
+// Format version 1 (no differential log) opens: read-only as it is,
+// writable after its header is rewritten as version 2.
+TEST(KvPdl, Version1DatasetsAreUpgraded) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol, {}));
+  {
+    ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, {.mode = KvMode::kIpl}));
+    for (int i = 0; i < 500; ++i) ASSERT_OK(s->Put(Key(i), std::to_string(i)));
+    ASSERT_OK(s->Close());
+  }
+  // Rewrite the header as version 1 would have: no anchor, no log, the
+  // blob area to the end.
+  std::vector<std::byte> block(4096);
+  ASSERT_OK(vol.Read(0, block));
+  ASSERT_OK_AND_ASSIGN(kv::Layout l, kv::DecodeHeader(block));
+  std::vector<std::byte> v1;
+  util::Encoder e(&v1);
+  e.U64(kv::kHeaderMagic);
+  e.U32(1);
+  for (uint32_t x : {l.geo.page_bytes, l.geo.pages_per_unit, l.geo.log_sectors_per_unit,
+                     l.geo.sectors_per_page, l.scratch_base, l.scratch_blocks, l.unit_base,
+                     l.unit_count, l.blob_base, uint32_t(vol.size_bytes() / 4096 - l.blob_base)})
+    e.U32(x);
+  e.U64(l.created_ns);
+  e.U64(util::Xxh3(v1));
+  v1.resize(4096);
+  ASSERT_OK(vol.Write(0, v1, true));
+  ASSERT_OK(vol.Read(0, block));
+  ASSERT_EQ(kv::DecodeHeader(block)->version, 1u);
+  {
+    ASSERT_OK_AND_ASSIGN(auto r, KvStore::Open(&vol, {.read_only = true}));
+    EXPECT_EQ(*r->Get(Key(7)), "7");
+  }
+  ASSERT_OK(vol.Read(0, block));
+  EXPECT_EQ(kv::DecodeHeader(block)->version, 1u) << "a read-only open wrote the header";
+  {
+    ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, {}));
+    for (int i = 0; i < 500; ++i) ASSERT_OK(s->Put(Key(i), "x" + std::to_string(i)));
+    ASSERT_OK(s->Close());
+  }
+  ASSERT_OK(vol.Read(0, block));
+  ASSERT_OK_AND_ASSIGN(kv::Layout up, kv::DecodeHeader(block));
+  EXPECT_EQ(up.version, 2u);
+  EXPECT_TRUE(up.has_diff_log());
+  EXPECT_EQ(up.dlog_base + up.dlog_blocks, vol.size_bytes() / 4096);
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, {}));
+  EXPECT_EQ(*s->Get(Key(499)), "x499");
+  // A header of a newer version is refused clearly.
+  std::vector<std::byte> v9 = v1;
+  util::PutU32(&v9[8], 9);
+  util::PutU64(&v9[60], util::Xxh3(std::span(v9).first(60)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(kv::DecodeHeader(v9).status()));
+}
+
+// A damaged differential log is reported, not replayed into pages.
+TEST(KvPdl, MalformedLogBlockIsDataLoss) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  {
+    ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, {}));
+    for (int i = 0; i < 50; ++i) ASSERT_OK(s->Put(Key(i), "v"));
+    ASSERT_OK(s->Close());
+  }
+  std::vector<std::byte> block(4096);
+  ASSERT_OK(vol.Read(0, block));
+  ASSERT_OK_AND_ASSIGN(kv::Layout l, kv::DecodeHeader(block));
+  ASSERT_OK(vol.Read(uint64_t(l.dlog_base) * 4096, block));
+  ASSERT_TRUE(kv::DecodeDiffBlock(block, 0)->has_value()) << "the log does not start at block 0";
+  block[kv::kDiffBlockHeaderBytes + 8] = std::byte{0x7f};  // the first record's op
+  ASSERT_OK(vol.Write(uint64_t(l.dlog_base) * 4096, block, true));
+  EXPECT_TRUE(absl::IsDataLoss(KvStore::Open(&vol, {}).status()));
 }
 
 }  // namespace
