@@ -6,7 +6,13 @@
 # marker (docs/decisions.md).
 #
 #   bench/flush_ab.sh --a OLD_FTLD --b NEW_FTLD [--dir DIR] [--rounds N]
-#                     [--runtime SEC] [--bs 4k]
+#                     [--runtime SEC] [--bs 4k] [--prealloc]
+#
+# --prealloc: every backing file fully allocated first (B with ftld
+# --preallocate, A's and nbdkit's written with zeros by dd), as a user
+# would for a database; without it all three are sparse files, and ftld's
+# first pass over its log makes each synced write allocate (docs/decisions.md,
+# "Preallocated backing files").
 #
 # Prints IOPS and mean / p99 completion latency per server and round, then
 # medians and the ratios B/A and B/nbdkit. QD 1, 1 job, 256 MiB working set.
@@ -17,7 +23,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BENCH_NAME=flush_ab
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
-A="" B="" DIR="" ROUNDS=3 RUNTIME=10 BS=4k SIZE=256M
+A="" B="" DIR="" ROUNDS=3 RUNTIME=10 BS=4k SIZE=256M PREALLOC=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --a) A="$2"; shift 2 ;;
@@ -26,7 +32,8 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --runtime) RUNTIME="$2"; shift 2 ;;
     --bs) BS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --prealloc) PREALLOC=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,13 +47,23 @@ PIDS=()
 cleanup() { stop_all; rm -f "$DIR"/a.img "$DIR"/b.img "$DIR"/k.raw "$DIR"/*.sock; }
 trap cleanup EXIT
 
-echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs)), bs $BS, QD1, fsync=1, ${RUNTIME}s x $ROUNDS rounds"
+echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs)), bs $BS, QD1, fsync=1, ${RUNTIME}s x $ROUNDS rounds, $([[ $PREALLOC == 1 ]] && echo preallocated || echo sparse) files"
 P_A=$(free_port); P_B=$(free_port); P_K=$(free_port)
-"$A" --size 1G --port "$P_A" --control "$DIR/a.sock" --log-level warn "$DIR/a.img" 2>"$DIR/a.log" &
+A_ARGS=(--size 1G) B_ARGS=(--size 1G)
+if [[ $PREALLOC == 1 ]]; then
+  dd if=/dev/zero of="$DIR/a.img" bs=1M count=1024 status=none
+  A_ARGS=(--format --no-discard)
+  B_ARGS=(--size 1G --preallocate)
+fi
+"$A" "${A_ARGS[@]}" --port "$P_A" --control "$DIR/a.sock" --log-level warn "$DIR/a.img" 2>"$DIR/a.log" &
 PIDS+=($!)
-"$B" --size 1G --port "$P_B" --control "$DIR/b.sock" --log-level warn "$DIR/b.img" 2>"$DIR/b.log" &
+"$B" "${B_ARGS[@]}" --port "$P_B" --control "$DIR/b.sock" --log-level warn "$DIR/b.img" 2>"$DIR/b.log" &
 PIDS+=($!)
-truncate -s "$SIZE" "$DIR/k.raw"
+if [[ $PREALLOC == 1 ]]; then
+  dd if=/dev/zero of="$DIR/k.raw" bs=1M count="${SIZE%M}" status=none
+else
+  truncate -s "$SIZE" "$DIR/k.raw"
+fi
 nbdkit -f -p "$P_K" -i 127.0.0.1 file "$DIR/k.raw" &
 PIDS+=($!)
 wait_port "$P_A"; wait_port "$P_B"; wait_port "$P_K"

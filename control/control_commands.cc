@@ -226,7 +226,8 @@ Json PoolStatsJson(const PoolStats& s) {
               {"snapshots", s.snapshots},
               {"metadata_bytes", s.metadata_bytes},
               {"metadata_capacity_bytes", s.metadata_capacity},
-              {"cleaner_state", s.cleaner_state}};
+              {"cleaner_state", s.cleaner_state},
+              {"proof_pending", s.proof_pending}};
 }
 
 Json VolumeStatsJson(const VolumeStats& s) {

@@ -128,15 +128,29 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
 
   FormatOptions fopts;
   OpenOptions oopts;
+  const bool formatting = *action != BackingAction::kOpen;
+  fopts.preallocate = o.preallocate && formatting;
+  // A backing file with every block allocated (--preallocate, or made so
+  // by its owner) stays so: punching holes into it would make synced
+  // writes wait for the file system to allocate again (docs/decisions.md,
+  // "Preallocated backing files").
+  const bool fully_allocated = facts.exists && S_ISREG(st.st_mode) &&
+                               uint64_t(st.st_blocks) * 512 >= uint64_t(st.st_size);
   oopts.placement = o.placement == "on"    ? OpenOptions::Placement::kOn
                     : o.placement == "off" ? OpenOptions::Placement::kOff
                                            : OpenOptions::Placement::kAuto;
-  oopts.discard = o.discard;
+  oopts.discard = o.discard && !fopts.preallocate && !fully_allocated;
+  if (o.discard && !oopts.discard) {
+    log->info("{} is {}: freed space is not discarded (no hole punching)", b,
+              fopts.preallocate ? "being preallocated" : "fully allocated");
+  }
   oopts.accept_loss = o.accept_loss;
+  oopts.proof_delay = std::chrono::milliseconds(o.proof_delay_ms);
   switch (*action) {
     case BackingAction::kCreateAndFormat:
     case BackingAction::kFormat: {
-      log->info("formatting {} ({})", b, FormatSize(out.media->size()));
+      log->info("formatting {} ({}{})", b, FormatSize(out.media->size()),
+                fopts.preallocate ? ", writing zeros over it" : "");
       auto pool = Pool::Format(out.media, fopts, oopts);
       if (!pool.ok()) return About(b, pool.status());
       out.pool = std::move(*pool);

@@ -105,6 +105,8 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       o.placement = *v;
     } else if (arg == "--no-discard") {
       o.discard = false;
+    } else if (arg == "--preallocate") {
+      o.preallocate = true;
     } else if (arg == "--kv-buffer-pages") {
       auto v = value();
       if (!v.ok()) return v.status();
@@ -143,6 +145,14 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       o.simulate_volatile_cache = true;
     } else if (arg == "--accept-loss") {
       o.accept_loss = true;
+    } else if (arg == "--proof-delay") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t ms = 0;
+      if (!absl::SimpleAtoi(*v, &ms) || ms > 1000) {
+        return Bad(absl::StrCat("--proof-delay: '", *v, "' is not a number of milliseconds from 0 to 1000"));
+      }
+      o.proof_delay_ms = ms;
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -187,9 +197,18 @@ over NBD. Runs in the foreground and logs to stderr.
                        pays), on, off
       --no-discard     never discard freed space on BACKING (no punch hole or
                        BLKDISCARD, at format or for freed segments)
+      --preallocate    when ftld formats BACKING, write zeros over all of it
+                       instead of discarding it (a file then has every block
+                       allocated: synced writes do not wait for the file
+                       system to allocate); a fully allocated backing file
+                       is never hole-punched
       --accept-loss    open even if a log record that was acknowledged as
                        durable is damaged: the blocks it names answer EIO
                        (each loss is logged by volume and LBA)
+      --proof-delay MS  a FLUSH is answered after one sync; the record that
+                       lets recovery tell later damage to it from a torn
+                       tail follows within MS (default 20); 0: before the
+                       answer (a second sync per flush)
       --kv-buffer-pages N  pages each key-value store keeps in memory
                        (default 1024, at least 16)
       --kv-mode M      how key-value stores write pages: pdl (default:

@@ -4,7 +4,7 @@
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE] [--kv-diff-mib N]
-//        [--simulate-volatile-cache[=SEED]] BACKING
+//        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -34,7 +34,9 @@ struct DaemonOptions {
   std::string log_level = "info";
   std::string placement = "auto";  // OpenOptions::placement
   bool discard = true;             // OpenOptions::discard (--no-discard)
+  bool preallocate = false;        // FormatOptions::preallocate (--preallocate)
   bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
+  uint32_t proof_delay_ms = 20;    // OpenOptions::proof_delay (--proof-delay)
   uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store
   std::string kv_mode = "pdl";     // KvOptions::mode: pdl, ipl, ipl-merge, in-place
   uint32_t kv_diff_mib = 32;       // KvOptions::diff_budget_bytes in MiB

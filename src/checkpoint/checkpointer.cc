@@ -61,6 +61,17 @@ absl::Status FormatMedia(Media& media, const FormatOptions& f, bool discard) {
   sb.primary_name = f.volume_name;
   sb.primary_blocks = vol_blocks;
 
+  if (f.preallocate) {
+    // All of the media, so that a file has no hole left (4 KiB aligned:
+    // the last partial block stays as it is).
+    media::AlignedBuffer zeros(8u << 20);
+    std::memset(zeros.data(), 0, zeros.size());
+    const uint64_t end = size / kBlockSize * kBlockSize;
+    for (uint64_t at = 0; at < end; at += zeros.size()) {
+      const size_t n = size_t(std::min<uint64_t>(zeros.size(), end - at));
+      if (absl::Status s = media.Write(at, zeros.span().first(n)); !s.ok()) return s;
+    }
+  }
   // An empty checkpoint in both slots, then both superblock copies.
   state::MapState empty(sb.segment_count, sb.segment_blocks);
   empty.AddVolume(0, f.volume_name, vol_blocks);
@@ -72,7 +83,9 @@ absl::Status FormatMedia(Media& media, const FormatOptions& f, bool discard) {
     sb.slots[i] = {1, ck.size(), util::Xxh3(ck)};
   }
   // Old records must not look like ours; the uuid guards too.
-  if (discard) (void)media.Discard(sb.data_offset, uint64_t(segs) * f.segment_bytes);
+  if (!f.preallocate && discard) {
+    (void)media.Discard(sb.data_offset, uint64_t(segs) * f.segment_bytes);
+  }
   for (int i = 0; i < 2; ++i) {
     sb.generation = uint64_t(i + 1);
     sb.newest_slot = 1;

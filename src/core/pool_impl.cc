@@ -298,6 +298,7 @@ PoolStats PoolImpl::Stats() const {
   s.metadata_bytes = checkpointer_.last_size();
   s.metadata_capacity = checkpointer_.capacity();
   s.cleaner_state = cleaner_ ? cleaner_->state() : "stopped";
+  s.proof_pending = durability_.NeedsProof();
   return s;
 }
 

@@ -151,6 +151,11 @@ void VolumeImpl::MakeRequests(Bno first, Bno n, const std::byte* data, bool fua,
 
 void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bool fua,
                             Callback done) {
+  SubmitWrite(offset, data, fua, std::move(done), /*allow_inline=*/false);
+}
+
+void VolumeImpl::SubmitWrite(uint64_t offset, std::span<const std::byte> data, bool fua,
+                             Callback done, bool allow_inline) {
   if (absl::Status s = CheckWritable(offset, data.size()); !s.ok()) return done(s);
   if (data.empty()) return done(absl::OkStatus());
   writes_.fetch_add(1, std::memory_order_relaxed);
@@ -167,7 +172,7 @@ void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bo
                    done(s);
                  },
                  &rs);
-    ctx_->committer->SubmitMany(rs);
+    ctx_->committer->SubmitMany(rs, allow_inline);
     return;
   }
   // Partial blocks: read the edges, merge, write whole blocks.
@@ -193,7 +198,7 @@ void VolumeImpl::WriteAsync(uint64_t offset, std::span<const std::byte> data, bo
                  done(s);
                },
                &rs);
-  ctx_->committer->SubmitMany(rs);
+  ctx_->committer->SubmitMany(rs, allow_inline);
 }
 
 void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
@@ -208,7 +213,7 @@ void VolumeImpl::WriteAsyncBatch(std::vector<AsyncWrite> writes) {
       // Queue what we hold first: a read-modify-write may wait on it.
       if (!rs.empty()) ctx_->committer->SubmitMany(rs, /*allow_inline=*/true);
       rs.clear();
-      WriteAsync(w.offset, w.data, w.fua, std::move(w.done));
+      SubmitWrite(w.offset, w.data, w.fua, std::move(w.done), /*allow_inline=*/true);
       continue;
     }
     writes_.fetch_add(1, std::memory_order_relaxed);

@@ -84,6 +84,10 @@ class VolumeImpl : public Volume {
   // applied. The requests are appended to `out` for the committer.
   void MakeRequests(Bno first, Bno n, const std::byte* data, bool fua, Callback done,
                     std::vector<commit::Request*>* out);
+  // WriteAsync; with `allow_inline` (WriteAsyncBatch's contract) the calling
+  // thread may commit the write and run `done` before returning.
+  void SubmitWrite(uint64_t offset, std::span<const std::byte> data, bool fua, Callback done,
+                   bool allow_inline);
 
   const VolumeContext* ctx_;
   uint32_t id_;

@@ -12,9 +12,12 @@
 //   last_content  newest record with ops (markers have none and need no
 //                 proof)
 //
-// A FLUSH or FUA is answered only once everything it covers is proven; if
-// a sync made records durable that no durable record names yet, the
-// committer writes a one-block marker record (log_format.h: durable_seq).
+// A FLUSH or FUA is answered once everything it covers is durable. If a
+// sync made records durable that no durable record names yet, the
+// committer writes a one-block marker record (log_format.h: durable_seq):
+// before the answer with OpenOptions::proof_delay zero, otherwise within
+// that delay unless a later record proves them first (docs/decisions.md,
+// "Deferred durability proof").
 //
 // Thread safety: the watermarks are atomics, readable from any thread; the
 // committer alone calls NoteWritten. Sync may be called from any thread

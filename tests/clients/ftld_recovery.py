@@ -251,10 +251,15 @@ def test_full_pool_restart_then_snapshot_delete(env):
 
 # --- 2. damage in the last record after an answered FLUSH -------------------
 
-def write_a_then_b(env, flush_b=True):
+def write_a_then_b(env, flush_b=True, proof_delay=0):
     """Writes C (64 KiB at 1 MiB), A (64 KiB at 0), flush, B (64 KiB at 0),
-    flush unless told not to, then kill -9. Returns the backing path."""
-    d = env.start_ftld(size=POOL)
+    flush unless told not to, then kill -9. Returns the backing path.
+
+    proof_delay 0 (--proof-delay 0): the durability marker proving the FLUSH
+    is durable before the FLUSH is answered, so kill -9 right after it
+    tests the strict guarantee. With a delay (the default 20 ms), kill -9
+    waits until `ftlctl stats` says no proof is pending."""
+    d = env.start_ftld(size=POOL, args=["--proof-delay", str(proof_delay)])
     h = connect(d)
     h.pwrite(blocks("C", 256, 16), MiB)
     h.pwrite(blocks("A", 0, 16), 0)
@@ -262,15 +267,22 @@ def write_a_then_b(env, flush_b=True):
     h.pwrite(blocks("B", 0, 16), 0)
     if flush_b:
         h.flush()
+    if proof_delay and flush_b:
+        for _ in range(500):
+            if not d.ctl("stats")["pool"]["proof_pending"]:
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the deferred durability marker never became durable")
     # No shutdown: the daemon dies with the connection open.
     d.kill9()
     del h
     return d.backing
 
 
-def flip_b_block_2(env):
+def flip_b_block_2(env, proof_delay=0):
     """A, flush, B, flush, kill -9; then one bit of B's third block flips."""
-    backing = write_a_then_b(env)
+    backing = write_a_then_b(env, proof_delay=proof_delay)
     at = find_block(backing, block("B", 2))
     flip(backing, at + 1000, 0x10)
     return backing
@@ -315,6 +327,20 @@ def test_flipped_data_bit_after_flush_reads_eio(env):
     assert d.stop() == 0
     r = ftl_tool(env, "check", backing)
     assert r.returncode == 0 and tool_status(r) == "clean", r.stdout + r.stderr
+
+
+def test_flipped_data_bit_after_deferred_proof_reads_eio(env):
+    """The default --proof-delay (20 ms): the FLUSH is answered after one
+    sync and its proof follows; once `stats` says no proof is pending, a
+    flipped bit in the flushed record reads EIO, never the older A."""
+    backing = flip_b_block_2(env, proof_delay=20)
+    d = env.ftld_process(backing=backing).start()
+    assert "damaged data" in d.log(), d.log()
+    h = connect(d)
+    expect_eio(h, BLOCK, 2 * BLOCK)
+    read_b_except_2(h)
+    h.shutdown()
+    assert d.stop() == 0
 
 
 def test_lost_data_blocks_are_named_by_volume_and_lba(env):

@@ -523,6 +523,21 @@ TEST(DaemonOptions, SimulateVolatileCacheTakesAnOptionalInlineSeed) {
   EXPECT_FALSE(ParseDaemonArgs({"--simulate-volatile-cache", "7", "x"}).ok());  // two BACKINGs
 }
 
+TEST(DaemonOptions, ProofDelayInMilliseconds) {
+  auto o = ParseDaemonArgs({"x"});
+  ASSERT_OK(o);
+  EXPECT_EQ(o->proof_delay_ms, 20u);
+  o = ParseDaemonArgs({"--proof-delay", "0", "x"});
+  ASSERT_OK(o);
+  EXPECT_EQ(o->proof_delay_ms, 0u);
+  o = ParseDaemonArgs({"--proof-delay=250", "x"});
+  ASSERT_OK(o);
+  EXPECT_EQ(o->proof_delay_ms, 250u);
+  EXPECT_FALSE(ParseDaemonArgs({"--proof-delay", "1001", "x"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--proof-delay", "-1", "x"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--proof-delay", "soon", "x"}).ok());
+}
+
 TEST(Backing, Rules) {
   DaemonOptions o;
   o.backing = "b";

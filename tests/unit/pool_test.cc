@@ -378,6 +378,46 @@ TEST(PoolDiscardTest, NoDiscardKeepsTheBackingAllocated) {
   std::remove(path.c_str());
 }
 
+// FormatOptions::preallocate: a sparse backing file gets its whole data
+// area written (allocated, and zero: old data is gone) instead of discarded.
+TEST(PoolDiscardTest, PreallocateWritesTheDataAreaOnce) {
+  std::string path = "/tmp/ftl_prealloc_test." + std::to_string(getpid());
+  std::remove(path.c_str());
+  auto allocated = [&] {
+    struct stat st;
+    EXPECT_EQ(stat(path.c_str(), &st), 0);
+    return uint64_t(st.st_blocks) * 512;
+  };
+  {
+    auto media = OpenMedia(path, 64 << 20);
+    ASSERT_OK(media);
+    // Old data in the middle of the data area, in a hole-punched file.
+    std::vector<std::byte> junk(1 << 20, std::byte{0xab});
+    ASSERT_OK((*media)->Write(32 << 20, junk));
+    ASSERT_OK((*media)->Sync());
+    ASSERT_LT(allocated(), 8u << 20);
+    FormatOptions f = testing::SmallFormat();
+    f.preallocate = true;
+    OpenOptions o = testing::QuietOpen(true);
+    o.discard = false;
+    auto p = Pool::Format(*media, f, o);
+    ASSERT_OK(p);
+    // Everything but the metadata area's unwritten tail is allocated.
+    EXPECT_GE(allocated(), 56u << 20);
+    std::vector<std::byte> back(1 << 20);
+    ASSERT_OK((*media)->Read(32 << 20, back));
+    EXPECT_EQ(back, std::vector<std::byte>(1 << 20, std::byte{0}));
+    ASSERT_OK((*p)->PrimaryVolume()->Write(0, testing::Pattern(3, 0, 1 << 20)));
+    ASSERT_OK((*p)->Close());
+    auto again = Pool::Open(*media, o);
+    ASSERT_OK(again);
+    ASSERT_OK((*again)->PrimaryVolume()->Read(0, back));
+    EXPECT_EQ(back, testing::Pattern(3, 0, 1 << 20));
+    ASSERT_OK((*again)->Close());
+  }
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace ftl
 
