@@ -329,8 +329,9 @@ void BufferPool::MarkRewrite(Frame* f) {
     if (!maybe.empty()) {
       std::vector<std::pair<std::string, BlobRef>> live;
       CollectBlobs(f->page.image(), &live);
-      for (const auto& [key, r] : maybe) {
-        if (moved && key >= *moved) continue;
+      for (const auto& m : maybe) {
+        if (moved && m.first >= *moved) continue;
+        const BlobRef& r = m.second;
         if (std::none_of(live.begin(), live.end(), [&](const auto& x) { return x.second == r; }))
           freed_blobs_.push_back(r);
       }
