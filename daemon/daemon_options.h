@@ -4,7 +4,9 @@
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE]
-//        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]] BACKING
+//        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]]
+//        [--tls off|on|require] [--tls-certificates DIR | --tls-psk FILE]
+//        [--tls-verify-peer] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -44,6 +46,12 @@ struct DaemonOptions {
   // write-throughs; none given: one from the clock and the pid (logged).
   bool simulate_volatile_cache = false;
   std::optional<uint64_t> volatile_cache_seed;
+  // TLS (nbd/options.h TlsMode, nbd/tls_credentials.h): "off", "on" or
+  // "require"; on/require need exactly one of the two credentials.
+  std::string tls = "off";
+  std::string tls_certificates;  // --tls-certificates DIR (X.509)
+  std::string tls_psk;           // --tls-psk FILE (psktool's format)
+  bool tls_verify_peer = false;  // --tls-verify-peer (X.509 client certificates)
   bool help = false;
   bool version = false;
 
