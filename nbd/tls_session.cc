@@ -23,7 +23,8 @@ int Fd(const Socket* s) { return s->is_open() ? int(const_cast<Socket*>(s)->nati
 
 }  // namespace
 
-TlsSession::TlsSession(Socket* socket) : socket_(socket), in_(new std::byte[kTlsReadAhead]) {
+TlsSession::TlsSession(Socket* socket, bool psk)
+    : socket_(socket), psk_(psk), in_(new std::byte[kTlsReadAhead]) {
   stage_.reserve(kTlsRecord);
 }
 
@@ -33,7 +34,7 @@ TlsSession::~TlsSession() {
 
 absl::StatusOr<std::unique_ptr<TlsSession>> TlsSession::Create(const TlsCredentials& creds,
                                                                Socket* socket) {
-  std::unique_ptr<TlsSession> t(new TlsSession(socket));
+  std::unique_ptr<TlsSession> t(new TlsSession(socket, creds.psk()));
   int rc = gnutls_init(&t->session_, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
   if (rc != GNUTLS_E_SUCCESS) {
     t->session_ = nullptr;
@@ -62,7 +63,10 @@ ssize_t TlsSession::Pull(void* self, void* data, size_t len) {
       gnutls_transport_set_errno(t->session_, errno == EWOULDBLOCK ? EAGAIN : errno);
       return -1;
     }
-    if (got == 0) return 0;
+    if (got == 0) {
+      t->eof_seen_ = true;
+      return 0;
+    }
     t->in_pos_ = 0;
     t->in_end_ = size_t(got);
   }
@@ -129,6 +133,13 @@ void TlsSession::Fail(long rc, error_code& ec) {
 }
 
 std::string TlsSession::HandshakeError(int rc) const {
+  // The end of the stream explains any error it caused (a record cut short
+  // decodes badly). A client that does not trust our certificate often
+  // just hangs up, without an alert.
+  if (eof_seen_ && rc != GNUTLS_E_FATAL_ALERT_RECEIVED) {
+    return "the client closed the connection during the TLS handshake (as a client that "
+           "does not trust the server's certificate, or has no key, does)";
+  }
   switch (rc) {
     case GNUTLS_E_PREMATURE_TERMINATION:
     case GNUTLS_E_PULL_ERROR:
@@ -150,14 +161,16 @@ std::string TlsSession::HandshakeError(int rc) const {
       return absl::StrCat("client certificate rejected: ", why);
     }
     case GNUTLS_E_NO_CERTIFICATE_FOUND:
+    case GNUTLS_E_CERTIFICATE_REQUIRED:
       return "the client showed no certificate (--tls-verify-peer requires one)";
   }
-  std::string why = absl::StrCat("TLS handshake failed: ", gnutls_strerror(rc));
-  if (gnutls_auth_get_type(session_) == GNUTLS_CRD_PSK) {
-    const char* user = gnutls_psk_server_get_username(session_);
-    if (user != nullptr && *user != '\0') absl::StrAppend(&why, " (PSK user '", user, "')");
+  if (psk_ && (rc == GNUTLS_E_RECEIVED_ILLEGAL_PARAMETER || rc == GNUTLS_E_SRP_PWD_ERROR ||
+               rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_INSUFFICIENT_CREDENTIALS)) {
+    // An unknown user fails the key lookup; a wrong key fails the binder
+    // (TLS 1.3) or the Finished check.
+    return absl::StrCat("PSK rejected: an unknown user or a wrong key (", gnutls_strerror(rc), ")");
   }
-  return why;
+  return absl::StrCat("TLS handshake failed: ", gnutls_strerror(rc));
 }
 
 asio::awaitable<absl::Status> TlsSession::Handshake() {

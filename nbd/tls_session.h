@@ -90,7 +90,7 @@ class TlsSession {
   const std::string& last_error() const { return last_error_; }
 
  private:
-  explicit TlsSession(Socket* socket);
+  TlsSession(Socket* socket, bool psk);
   // gnutls transport functions (gnutls_transport_set_*_function).
   static ssize_t Pull(void* self, void* data, size_t len);
   static ssize_t VecPush(void* self, const iovec* iov, int count);
@@ -102,8 +102,10 @@ class TlsSession {
   std::string HandshakeError(int rc) const;
 
   Socket* socket_;
+  const bool psk_;  // PSK credentials (for the handshake's error messages)
   gnutls_session_int* session_ = nullptr;
   bool handshake_done_ = false;
+  bool eof_seen_ = false;  // a recv returned 0
   std::unique_ptr<std::byte[]> in_;
   size_t in_pos_ = 0, in_end_ = 0;
   std::vector<std::byte> out_;
