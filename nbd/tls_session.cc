@@ -235,7 +235,10 @@ std::string TlsSession::Describe() const {
 }
 
 size_t TlsSession::TryRead(std::byte* dst, size_t n, error_code& ec) {
-  ec = {};
+  // After the end or an error gnutls has invalidated the session: say the
+  // same again rather than "invalid session".
+  ec = read_error_;
+  if (ec) return 0;
   for (int warnings = 0;;) {
     ssize_t r = gnutls_record_recv(session_, dst, n);
     if (r > 0) return size_t(r);
@@ -249,6 +252,7 @@ size_t TlsSession::TryRead(std::byte* dst, size_t n, error_code& ec) {
     }
     if (r < 0 && !gnutls_error_is_fatal(int(r)) && ++warnings < kMaxWarnings) continue;
     Fail(r, ec);
+    read_error_ = ec;
     return 0;
   }
 }

@@ -106,6 +106,7 @@ class TlsSession {
   gnutls_session_int* session_ = nullptr;
   bool handshake_done_ = false;
   bool eof_seen_ = false;  // a recv returned 0
+  error_code read_error_;  // the end or error a read met; sticky
   std::unique_ptr<std::byte[]> in_;
   size_t in_pos_ = 0, in_end_ = 0;
   std::vector<std::byte> out_;
