@@ -235,26 +235,35 @@ std::string TlsSession::Describe() const {
 }
 
 size_t TlsSession::TryRead(std::byte* dst, size_t n, error_code& ec) {
-  // After the end or an error gnutls has invalidated the session: say the
-  // same again rather than "invalid session".
-  ec = read_error_;
-  if (ec) return 0;
-  for (int warnings = 0;;) {
-    ssize_t r = gnutls_record_recv(session_, dst, n);
-    if (r > 0) return size_t(r);
+  ec = {};
+  size_t got = 0;
+  // Every record already received is decrypted in one call: clients send a
+  // record per request, and the reader should get all of them at once, as
+  // one recv brings them without TLS. It stops before a recv that would
+  // only find the socket empty.
+  for (int warnings = 0; got < n && !read_error_;) {
+    if (got > 0 && Buffered() == 0) break;
+    ssize_t r = gnutls_record_recv(session_, dst + got, n - got);
+    if (r > 0) {
+      got += size_t(r);
+      continue;
+    }
     if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) {
       // gnutls may have answered something (a key update) while reading.
       if (out_pos_ < out_.size()) {
         error_code ignored;
         FlushOut(ignored);
       }
-      return 0;
+      break;
     }
     if (r < 0 && !gnutls_error_is_fatal(int(r)) && ++warnings < kMaxWarnings) continue;
-    Fail(r, ec);
-    read_error_ = ec;
-    return 0;
+    // The end or an error: reported now if nothing came, else next time.
+    // It sticks, since gnutls has invalidated the session and would call
+    // anything later an "invalid session".
+    Fail(r, read_error_);
   }
+  if (got == 0) ec = read_error_;
+  return got;
 }
 
 asio::awaitable<size_t> TlsSession::ReadSome(std::byte* dst, size_t n, error_code& ec) {

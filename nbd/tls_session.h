@@ -67,7 +67,8 @@ class TlsSession {
   // without close_notify), errc::protocol_error for a TLS failure
   // (last_error() says which).
   //
-  // Up to n decrypted bytes without waiting; 0 and no ec: nothing yet.
+  // Up to n decrypted bytes without waiting (every whole record already
+  // here); 0 and no ec: nothing yet.
   size_t TryRead(std::byte* dst, size_t n, error_code& ec);
   // At least one byte (or an error).
   asio::awaitable<size_t> ReadSome(std::byte* dst, size_t n, error_code& ec);
