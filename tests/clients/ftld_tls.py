@@ -446,6 +446,26 @@ def test_qemu_over_tls(env):
     assert d.stop() == 0
 
 
+def test_nbd_client_lists_over_tls(env):
+    """nbd-client cannot attach here (no nbd module), but `-l` runs its TLS
+    handshake (TLS 1.2, its own gnutls setup) and NBD_OPT_LIST."""
+    need_tool("nbd-client")
+    pki = Pki(env)
+    d = start_tls_ftld(env, "--tls=require", "--tls-certificates", pki.server, "--tls-verify-peer")
+    c = pki.client
+    r = env.run(["nbd-client", "-l", "127.0.0.1", str(d.port),
+                 "-cacertfile", os.path.join(c, "ca-cert.pem"),
+                 "-certfile", os.path.join(c, "client-cert.pem"),
+                 "-keyfile", os.path.join(c, "client-key.pem"), "-tlshostname", "localhost"],
+                timeout=60)
+    assert "ftl0: ftld volume ftl0" in r.stdout, r.stdout
+    wait_log(d, "client certificate 'CN=good client")
+    r = refused(env, ["nbd-client", "-l", "127.0.0.1", str(d.port)], d,
+                "NBD_OPT_LIST: TLS is required")
+    assert "TLS is required" in r.stdout + r.stderr
+    assert d.stop() == 0
+
+
 def test_bad_tls_command_lines(env):
     pki_dir = env.path("empty")
     os.makedirs(pki_dir)
