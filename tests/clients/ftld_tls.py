@@ -13,6 +13,7 @@ socket after NBD_OPT_STARTTLS) checks the option rules of the NBD spec's
 
 import hashlib
 import os
+import re
 import socket
 import ssl
 import stat
@@ -464,6 +465,55 @@ def test_nbd_client_lists_over_tls(env):
                 "NBD_OPT_LIST: TLS is required")
     assert "TLS is required" in r.stdout + r.stderr
     assert d.stop() == 0
+
+
+def test_non_loopback_bind_and_shutdown_with_tls_clients(env):
+    """--bind 0.0.0.0 warns unless TLS is required; SIGTERM with a TLS client
+    connected (and one in the middle of its handshake) still exits 0."""
+    import nbd
+    pki = Pki(env)
+
+    def started(args):
+        d = env.ftld_process(args=args, size="256M")
+        d.start(expect_ready=False)
+        deadline = time.time() + 60
+        while "ready:" not in d.log() and time.time() < deadline:
+            assert d.proc.poll() is None, d.log()
+            time.sleep(0.05)
+        d.port = int(re.search(r"NBD listening on 0\.0\.0\.0:(\d+)", d.log()).group(1))
+        return d
+
+    d = started(["--bind", "0.0.0.0", "--tls=on", "--tls-certificates", pki.server])
+    assert "authentication" in d.log(), d.log()
+    assert d.stop() == 0
+    d = started(["--bind", "0.0.0.0", "--tls=require", "--tls-certificates", pki.server])
+    assert "authentication" not in d.log(), d.log()
+    h = nbd.NBD()
+    h.set_uri_allow_local_file(True)
+    h.connect_uri(nbds(d, tls_certificates=pki.client))
+    assert h.get_tls_negotiated()
+    h.pwrite(b"t" * 65536, 0)
+    h.flush()
+    stalled = Raw(d.port)
+    assert stalled.ask(OPT_STARTTLS) == REP_ACK  # and then silence
+    t0 = time.time()
+    assert d.stop(timeout=60) == 0
+    assert time.time() - t0 < 30, "shutdown waited for the handshake timeout"
+    stalled.close()
+    try:
+        h.pread(4096, 0)
+        raise AssertionError("the connection outlived the daemon")
+    except nbd.Error:
+        pass
+    # The data written over TLS is in the pool.
+    d2 = env.ftld_process(backing=d.backing, args=["--tls=require", "--tls-certificates", pki.server])
+    d2.start()
+    h = nbd.NBD()
+    h.set_uri_allow_local_file(True)
+    h.connect_uri(nbds(d2, tls_certificates=pki.client))
+    assert h.pread(65536, 0) == b"t" * 65536
+    h.shutdown()
+    assert d2.stop() == 0
 
 
 def test_bad_tls_command_lines(env):
