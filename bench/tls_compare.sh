@@ -18,7 +18,9 @@
 # (nbd_set_uri_allow_local_file is not called), so fio finds the CA in
 # libnbd's default directory: HOME is pointed at $DIR/home, whose
 # .pki/libnbd/ca-cert.pem is the test CA. Prints per-round IOPS / MiB/s and
-# the medians with the ratio ftld/nbdkit. Only prints (never a timed
+# the medians with the ratio ftld/nbdkit, and each server's CPU time per
+# request (utime + stime of its process over the fio run / requests: less
+# sensitive to the machine's load than IOPS). Only prints (never a timed
 # assertion). Kills only what it started.
 set -euo pipefail
 
@@ -74,6 +76,8 @@ mkdir -p "$PKI/server" "$DIR/home/.pki/libnbd"
 )
 cp "$PKI/server/ca-cert.pem" "$DIR/home/.pki/libnbd/ca-cert.pem"
 
+# CPU ticks (1/100 s) a process has used.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Waits (bounded, 20 s) until $1 answers nbdinfo.
 wait_uri() {
   for _ in $(seq 1 400); do
@@ -83,7 +87,7 @@ wait_uri() {
   echo "tls_compare: nothing serving $1" >&2; return 1
 }
 
-declare -A URI
+declare -A URI SPID
 SERVERS=()
 start_ftld() {  # name binary tls(0/1)
   local port; port=$(free_port)
@@ -92,6 +96,7 @@ start_ftld() {  # name binary tls(0/1)
   "$2" --size "$BACKING" --port "$port" --control "$DIR/$1.sock" --log-level warn \
     "${tls_args[@]}" "$DIR/$1.img" 2>"$DIR/$1.log" &
   PIDS+=($!)
+  SPID[$1]=$!
   SERVERS+=("$1")
   if [[ $3 == 1 ]]; then URI[$1]="nbds://127.0.0.1:$port/"; else URI[$1]="nbd://127.0.0.1:$port/"; fi
 }
@@ -102,6 +107,7 @@ start_nbdkit() {  # name tls(0/1)
   truncate -s "$SIZE" "$DIR/$1.raw"
   nbdkit -f -p "$port" -i 127.0.0.1 "${tls_args[@]}" file "$DIR/$1.raw" 2>"$DIR/$1.log" &
   PIDS+=($!)
+  SPID[$1]=$!
   SERVERS+=("$1")
   if [[ $2 == 1 ]]; then URI[$1]="nbds://127.0.0.1:$port/"; else URI[$1]="nbd://127.0.0.1:$port/"; fi
 }
@@ -132,17 +138,22 @@ for r in $(seq 1 "$ROUNDS"); do
     read -r rw bs <<<"$w"
     for s in "${order[@]}"; do
       out="$DIR/fio-$s-$rw-$bs-$r.json"
+      t0=$(cpu_ticks "${SPID[$s]}")
       fio --name="$s" --ioengine=nbd --uri="${URI[$s]}" --rw="$rw" --bs="$bs" --iodepth=32 \
           --numjobs=1 --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 \
           --output-format=json --output="$out" >/dev/null
-      line=$(/usr/bin/python3 - "$out" <<'PY'
+      t1=$(cpu_ticks "${SPID[$s]}")
+      line=$(/usr/bin/python3 - "$out" "$((t1 - t0))" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["jobs"][0]
 side = d["write"] if d["write"]["io_bytes"] else d["read"]
-print("%.0f %.1f" % (side["iops"], side["bw_bytes"] / 2**20))
+# server CPU per request, us (the ramp second's requests are not in
+# total_ios but its CPU is in the ticks: a slight overestimate for all)
+print("%.0f %.1f %.1f" % (side["iops"], side["bw_bytes"] / 2**20,
+                          int(sys.argv[2]) * 1e4 / max(1, side["total_ios"])))
 PY
 )
-      echo "round $r $rw $bs $s: IOPS MiB/s $line (load $(load))"
+      echo "round $r $rw $bs $s: IOPS MiB/s server-us/op $line (load $(load))"
       rows+="$s $rw $bs $line"$'\n'
     done
   done
@@ -153,8 +164,8 @@ servers = sys.argv[1:]
 rows = """$rows"""
 res = {}
 for l in rows.strip().splitlines():
-    s, rw, bs, iops, mib = l.split()
-    res.setdefault((rw, bs), {}).setdefault(s, []).append((float(iops), float(mib)))
+    s, rw, bs, iops, mib, cpu = l.split()
+    res.setdefault((rw, bs), {}).setdefault(s, []).append((float(iops), float(mib), float(cpu)))
 print(f"{'workload':<16}" + "".join(f"{s:>14}" for s in servers) + "   ftld-tls/nbdkit-tls (per round)")
 for (rw, bs), by in res.items():
     med = {s: statistics.median(v[0] for v in by[s]) for s in servers}
@@ -166,5 +177,9 @@ for (rw, bs), by in res.items():
           + f"   {med['ftld-tls'] / med['nbdkit-tls']:.2f}x ("
           + ", ".join(f"{x:.2f}" for x in per_round) + ")" + extra)
 print("(median IOPS; 128k rows: x 0.125 = MiB/s)")
+print()
+print(f"{'server CPU us/op':<16}" + "".join(f"{s:>14}" for s in servers))
+for (rw, bs), by in res.items():
+    print(f"{rw + ' ' + bs:<16}" + "".join(f"{statistics.median(v[2] for v in by[s]):>14.1f}" for s in servers))
 EOF
 echo "# load at the end: $(load)"
