@@ -24,7 +24,7 @@ int Fd(const Socket* s) { return s->is_open() ? int(const_cast<Socket*>(s)->nati
 }  // namespace
 
 TlsSession::TlsSession(Socket* socket, bool psk)
-    : socket_(socket), psk_(psk), in_(new std::byte[kTlsReadAhead]) {
+    : socket_(socket), psk_(psk) {
   stage_.reserve(kTlsRecord);
 }
 
@@ -53,12 +53,20 @@ absl::StatusOr<std::unique_ptr<TlsSession>> TlsSession::Create(const TlsCredenti
 ssize_t TlsSession::Pull(void* self, void* data, size_t len) {
   auto* t = static_cast<TlsSession*>(self);
   if (t->in_pos_ == t->in_end_) {
+    // The buffer is empty here, so it can change size without a copy: a
+    // record's worth during the handshake (a connection that stalls in it
+    // holds little), the full read-ahead after it.
+    const size_t want = t->handshake_done_ ? kTlsReadAhead : kTlsHandshakeReadAhead;
+    if (t->in_cap_ != want) {
+      t->in_.reset(new std::byte[want]);
+      t->in_cap_ = want;
+    }
     int fd = Fd(t->socket_);
     if (fd < 0) {
       gnutls_transport_set_errno(t->session_, EBADF);
       return -1;
     }
-    ssize_t got = ::recv(fd, t->in_.get(), kTlsReadAhead, MSG_DONTWAIT);
+    ssize_t got = ::recv(fd, t->in_.get(), t->in_cap_, MSG_DONTWAIT);
     if (got < 0) {
       gnutls_transport_set_errno(t->session_, errno == EWOULDBLOCK ? EAGAIN : errno);
       return -1;

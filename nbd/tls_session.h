@@ -9,7 +9,8 @@
 //   in_   ciphertext received but not yet decrypted. One recv reads as much
 //         as the socket holds (up to kTlsReadAhead), so a TLS record costs
 //         no recv of its own (gnutls would read a record header and a body
-//         with two recvs).
+//         with two recvs). During the handshake it is one record's size, so
+//         a client stalled in the handshake makes the daemon hold little.
 //   out_  ciphertext encrypted but not yet sent. Send() encrypts pieces of
 //         plaintext a record at a time (small pieces, such as a reply header
 //         and its 4 KiB of data, are packed into full records) and sends
@@ -41,6 +42,7 @@
 namespace ftl::nbd {
 
 inline constexpr size_t kTlsReadAhead = 256 << 10;
+inline constexpr size_t kTlsHandshakeReadAhead = (16 << 10) + 512;
 inline constexpr size_t kTlsWriteHighWater = 256 << 10;
 // Plaintext per TLS record (the TLS maximum, 2^14).
 inline constexpr size_t kTlsRecord = 16 << 10;
@@ -109,6 +111,7 @@ class TlsSession {
   bool eof_seen_ = false;  // a recv returned 0
   error_code read_error_;  // the end or error a read met; sticky
   std::unique_ptr<std::byte[]> in_;
+  size_t in_cap_ = 0;
   size_t in_pos_ = 0, in_end_ = 0;
   std::vector<std::byte> out_;
   size_t out_pos_ = 0;
