@@ -247,7 +247,7 @@ def test_redis_cli_keyspace(env):
     assert out[0] == "0" and not any(out[1:]), out
     assert one(d, "FLUSHDB") == "OK"
     assert one(d, "DBSIZE") == "0"
-    assert cli(d, "KEYS", "*") == []
+    assert not any(cli(d, "KEYS", "*"))
     served(d)
     assert d.stop() == 0
 
