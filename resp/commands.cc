@@ -82,7 +82,8 @@ enum Flags : uint32_t {
   kRead = 2,        // reads the database
   kNoDb = 4,        // needs no database
   kNoMulti = 8,     // refused inside MULTI
-  kTxnControl = 16  // MULTI, EXEC, DISCARD, WATCH, UNWATCH: run, never queued
+  kTxnControl = 16,  // MULTI, EXEC, DISCARD, WATCH, UNWATCH: run, never queued
+  kQuick = 32        // may run on the connection's strand (IsQuick)
 };
 
 struct Call {
@@ -659,31 +660,31 @@ const Spec kSpecs[] = {
     {"decrby", 3, kWrite, 1, 1, 1, DecrByCmd},
     {"del", -2, kWrite, 1, -1, 1, Del},
     {"discard", 1, kNoDb | kTxnControl, 0, 0, 0, Discard},
-    {"echo", 2, kNoDb, 0, 0, 0, Echo},
+    {"echo", 2, kNoDb | kQuick, 0, 0, 0, Echo},
     {"exec", 1, kNoDb | kTxnControl, 0, 0, 0, Exec},
-    {"exists", -2, kRead, 1, -1, 1, Exists},
+    {"exists", -2, kRead | kQuick, 1, -1, 1, Exists},
     {"flushdb", -1, kWrite | kNoMulti, 0, 0, 0, FlushDb},
-    {"get", 2, kRead, 1, 1, 1, Get},
+    {"get", 2, kRead | kQuick, 1, 1, 1, Get},
     {"getdel", 2, kWrite, 1, 1, 1, GetDel},
     {"hello", -1, kNoDb | kNoMulti, 0, 0, 0, Hello},
     {"incr", 2, kWrite, 1, 1, 1, Incr},
     {"incrby", 3, kWrite, 1, 1, 1, IncrByCmd},
     {"info", -1, kNoDb | kNoMulti, 0, 0, 0, Info},
     {"keys", 2, kRead | kNoMulti, 0, 0, 0, Keys},
-    {"mget", -2, kRead, 1, -1, 1, MGet},
+    {"mget", -2, kRead | kQuick, 1, -1, 1, MGet},
     {"mset", -3, kWrite, 1, -1, 2, MSet},
     {"msetnx", -3, kWrite, 1, -1, 2, MSetNx},
     {"multi", 1, kNoDb | kTxnControl, 0, 0, 0, Multi},
-    {"ping", -1, kNoDb, 0, 0, 0, Ping},
-    {"pttl", 2, kRead, 1, 1, 1, Ttl},
+    {"ping", -1, kNoDb | kQuick, 0, 0, 0, Ping},
+    {"pttl", 2, kRead | kQuick, 1, 1, 1, Ttl},
     {"quit", -1, kNoDb, 0, 0, 0, Quit},
     {"scan", -2, kRead | kNoMulti, 0, 0, 0, Scan},
     {"select", 2, kNoDb | kNoMulti, 0, 0, 0, Select},
     {"set", -3, kWrite, 1, 1, 1, Set},
     {"setnx", 3, kWrite, 1, 1, 1, SetNx},
-    {"strlen", 2, kRead, 1, 1, 1, StrLen},
-    {"ttl", 2, kRead, 1, 1, 1, Ttl},
-    {"type", 2, kRead, 1, 1, 1, Type},
+    {"strlen", 2, kRead | kQuick, 1, 1, 1, StrLen},
+    {"ttl", 2, kRead | kQuick, 1, 1, 1, Ttl},
+    {"type", 2, kRead | kQuick, 1, 1, 1, Type},
     {"unwatch", 1, kNoDb | kTxnControl, 0, 0, 0, Unwatch},
     {"watch", -2, kNoDb | kTxnControl, 1, -1, 1, Watch},
 };
@@ -951,6 +952,12 @@ void Exec(Call& c) {
 }
 
 }  // namespace
+
+bool IsQuick(const Session& session, const Argv& argv) {
+  if (session.in_multi || argv.empty()) return false;
+  const Spec* spec = Find(argv[0]);
+  return spec != nullptr && (spec->flags & kQuick) != 0;
+}
 
 const char* FsyncName(Fsync f) { return f == Fsync::kAlways ? "always" : "everysec"; }
 

@@ -90,6 +90,14 @@ struct Outcome {
 void Execute(const CommandEnv& env, Session& session, const Argv& argv, std::string* reply,
              Outcome* outcome);
 
+// Whether a request is a quick read that may run on the connection's
+// strand instead of the worker pool (as NBD runs small reads inline):
+// GET, MGET, EXISTS, STRLEN, TYPE, TTL, PTTL, PING, ECHO outside MULTI.
+// They take the database's exec lock and the store's lock, and a buffer
+// miss reads one page from the pool; nothing that writes, flushes, scans
+// or opens a store.
+bool IsQuick(const Session& session, const Argv& argv);
+
 // The text of the reply that replaces a write's reply when the flush that
 // should have made it durable failed.
 std::string SyncFailedError(const absl::Status& s);

@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <cstring>
 #include <map>
 #include <new>
 
@@ -47,6 +48,48 @@ asio::awaitable<absl::Status> WaitDurable(const std::shared_ptr<Database>& db, u
   return asio::async_initiate<decltype(asio::use_awaitable), void(absl::Status)>(
       std::move(initiate), asio::use_awaitable);
 }
+
+// Received bytes: [begin_, end_) of data_ are not parsed yet. Grows to
+// hold what the parser waits for; never zero-fills (a std::string resized
+// for every read cleared 64 KiB per read).
+class InBuffer {
+ public:
+  std::string_view unparsed() const { return {data_.get() + begin_, end_ - begin_}; }
+  void Consume(size_t n) {
+    begin_ += n;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
+  // Room for at least `n` more bytes at the end.
+  asio::mutable_buffer Prepare(size_t n) {
+    if (cap_ - end_ < n) {
+      size_t live = end_ - begin_;
+      if (begin_ > 0 && cap_ - live >= n) {
+        std::memmove(data_.get(), data_.get() + begin_, live);
+      } else {
+        size_t cap = std::max(cap_ * 2, live + n);
+        std::unique_ptr<char[]> bigger(new char[cap]);
+        if (live) std::memcpy(bigger.get(), data_.get() + begin_, live);
+        data_ = std::move(bigger);
+        cap_ = cap;
+      }
+      begin_ = 0;
+      end_ = live;
+    }
+    return asio::buffer(data_.get() + end_, cap_ - end_);
+  }
+  void Commit(size_t n) { end_ += n; }
+  // Gives back memory a large request needed once it is parsed.
+  void Shrink(size_t keep) {
+    if (cap_ > keep && end_ == begin_) {
+      data_.reset();
+      cap_ = begin_ = end_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t cap_ = 0, begin_ = 0, end_ = 0;
+};
 
 }  // namespace
 
@@ -100,11 +143,21 @@ asio::awaitable<Connection::Batch> Connection::RunBatch() {
   // coroutine is suspended until the batch is back.
   auto run = [this]() {
     Batch b;
-    while (!pending_.empty() && b.out.size() < kMaxBatchReplyBytes && !session_.quit) {
+    Execute(&b, /*quick_only=*/false);
+    return b;
+  };
+  return OnWorkers<Batch>(env_.workers, socket_.get_executor(), std::move(run));
+}
+
+void Connection::Execute(Batch* batch, bool quick_only) {
+  Batch& b = *batch;
+  {
+    while (!pending_.empty() && b.out.size() < kMaxBatchReplyBytes && !session_.quit &&
+           (!quick_only || IsQuick(session_, pending_.front()))) {
       Piece p;
       p.begin = b.out.size();
       try {
-        Execute(*env_.commands, session_, pending_.front(), &b.out, &p.outcome);
+        resp::Execute(*env_.commands, session_, pending_.front(), &b.out, &p.outcome);
       } catch (const std::bad_alloc&) {
         b.out.resize(p.begin);
         p.outcome = Outcome();
@@ -114,9 +167,7 @@ asio::awaitable<Connection::Batch> Connection::RunBatch() {
       pending_.pop_front();
       b.pieces.push_back(std::move(p));
     }
-    return b;
-  };
-  return OnWorkers<Batch>(env_.workers, socket_.get_executor(), std::move(run));
+  }
 }
 
 asio::awaitable<std::string> Connection::Settle(Batch& batch) {
@@ -152,8 +203,7 @@ asio::awaitable<void> Connection::Run() {
   ServerCounters& counters = *env_.commands->counters;
   env_.log->debug("{}: connected", Prefix());
   Parser parser;
-  std::string in;  // received bytes; [pos, in.size()) not parsed yet
-  size_t pos = 0;
+  InBuffer in;
   bool eof = false;
   std::string protocol_error;
   uint64_t requests = 0;
@@ -165,8 +215,8 @@ asio::awaitable<void> Connection::Run() {
              batch_bytes < kMaxBatchInputBytes) {
         size_t used = 0;
         Argv argv;
-        Parser::Result r = parser.Parse(std::string_view(in).substr(pos), &used, &argv);
-        pos += used;
+        Parser::Result r = parser.Parse(in.unparsed(), &used, &argv);
+        in.Consume(used);
         batch_bytes += used;
         if (r == Parser::Result::kRequest) {
           if (!argv.empty()) pending_.push_back(std::move(argv));
@@ -175,13 +225,7 @@ asio::awaitable<void> Connection::Run() {
         if (r == Parser::Result::kProtocolError) protocol_error = parser.error();
         break;
       }
-      if (pos == in.size()) {
-        in.clear();
-        pos = 0;
-      } else if (pos > kReadChunk) {
-        in.erase(0, pos);
-        pos = 0;
-      }
+      in.Shrink(4 * kReadChunk);
       if (pending_.empty()) {
         if (!protocol_error.empty()) {
           // Requests before the garbage were answered; this one cannot be.
@@ -195,26 +239,29 @@ asio::awaitable<void> Connection::Run() {
           break;
         }
         if (eof || closed_) {
-          if (in.size() > pos || parser.held_bytes() > 0) {
+          if (!in.unparsed().empty() || parser.held_bytes() > 0) {
             env_.log->info("{}: closed inside a request ({} bytes unparsed)", Prefix(),
-                           in.size() - pos + parser.held_bytes());
+                           in.unparsed().size() + parser.held_bytes());
           }
           break;
         }
         // Read more: at least what the parser waits for (a bulk's rest).
-        size_t want = std::max(kReadChunk, parser.want_bytes());
-        size_t old = in.size();
-        in.resize(old + want);
+        asio::mutable_buffer room = in.Prepare(std::max(kReadChunk, parser.want_bytes()));
         error_code ec;
-        size_t got = co_await socket_.async_read_some(asio::buffer(in.data() + old, want),
+        size_t got = co_await socket_.async_read_some(room,
                                                       asio::redirect_error(asio::use_awaitable, ec));
-        in.resize(old + got);
+        in.Commit(got);
         counters.net_input_bytes.fetch_add(got, std::memory_order_relaxed);
         if (ec) eof = true;
         continue;
       }
       requests += pending_.size();
-      Batch batch = co_await RunBatch();
+      Batch batch;
+      if (IsQuick(session_, pending_.front())) {
+        Execute(&batch, /*quick_only=*/true);
+      } else {
+        batch = co_await RunBatch();
+      }
       requests -= pending_.size();
       std::string out = co_await Settle(batch);
       if (closed_) break;

@@ -4,7 +4,9 @@
 // One coroutine on the socket's strand reads, parses (resp_protocol.h)
 // and answers in order, pipelining included: every request already
 // received (up to kMaxBatchRequests / kMaxBatchInputBytes) is run as one
-// batch on the shared worker pool (commands.h; store calls block), the
+// batch on the shared worker pool (commands.h; store calls block) — a
+// leading run of quick reads (commands.h, IsQuick) on the strand itself,
+// saving two thread hand-offs per request, as NBD does for small reads —, the
 // batch's replies wait until what they acknowledge or show is durable
 // (--kv-fsync always: Database::WhenDurable, shared with every other
 // client: group commit), then leave in one write. A client that sends
@@ -68,6 +70,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Runs up to the whole of pending_ on a worker; moves what it ran out.
   // (Not a coroutine: see OnWorkers in connection.cc.)
   asio::awaitable<Batch> RunBatch();
+  // Runs requests from pending_ while `quick_only` allows (IsQuick) and
+  // the batch's limits do: the body of a batch, on whatever thread calls.
+  void Execute(Batch* b, bool quick_only);
   // Waits for the batch's databases to be durable; replaces the replies
   // of writes whose flush failed.
   asio::awaitable<std::string> Settle(Batch& batch);

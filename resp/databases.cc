@@ -54,6 +54,8 @@ void Database::StartFlushLocked() {
   asio::post(workers_, [self = shared_from_this()] { self->RunFlushes(); });
 }
 
+bool Database::CohortBack() const { return waiters_.size() >= last_released_; }
+
 void Database::RunFlushes() {
   for (;;) {
     uint64_t target;
@@ -63,13 +65,20 @@ void Database::RunFlushes() {
         flushing_ = false;
         return;
       }
+      // Gather the cohort the last flush answered (see the header).
+      if (waiters_.size() < last_released_) {
+        mu_.AwaitWithTimeout(absl::Condition(this, &Database::CohortBack),
+                             std::min(kMaxGatherDelay, last_flush_ / 2));
+      }
       flush_wanted_ = false;
       // Every write counted here has returned from the store, so the flush
       // below covers it (KvStore::Flush: "every write acknowledged before
       // the call is durable").
       target = applied();
     }
+    absl::Time start = absl::Now();
     absl::Status s = kv_->Use(ref_, [](KvStore& store) { return store.Flush(); });
+    absl::Duration took = absl::Now() - start;
     if (absl::IsNotFound(s) && numbered_) s = absl::OkStatus();  // never written: nothing to flush
     counters_->flushes.fetch_add(1, std::memory_order_relaxed);
     if (!s.ok()) {
@@ -88,6 +97,8 @@ void Database::RunFlushes() {
                                       [&](const Waiter& w) { return !covered(w); });
       std::move(it, waiters_.end(), std::back_inserter(ready));
       waiters_.erase(it, waiters_.end());
+      last_released_ = ready.size();
+      last_flush_ = took;
     }
     for (Waiter& w : ready) w.done(s);
   }

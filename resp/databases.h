@@ -17,8 +17,15 @@
 // (and the writes it read) are durable asks WhenDurable(seq): one flush at
 // a time runs per database on the worker pool, each covering every write
 // applied before it started (KvStore::Flush), so the writes of all clients
-// that arrive during one flush share the next. With --kv-fsync everysec
-// the server asks for a flush once a second instead (RequestFlush).
+// that arrive during one flush share the next. Before it starts the next
+// flush, the loop waits briefly (at most half the last flush's time, at
+// most kMaxGatherDelay) until as many clients wait as the last flush
+// released: those clients were just answered and are about to send their
+// next writes, so one cohort shares each flush instead of two cohorts
+// alternating (with 50 clients: ~50 writes per flush instead of ~25; a
+// single client never waits, as it is the whole cohort). With
+// --kv-fsync everysec the server asks for a flush once a second instead
+// (RequestFlush).
 //
 // Thread safety: every method is safe from any thread. Locks, in order:
 //   the registry's lifecycle lock (KvRegistry::Use)
@@ -44,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "registry/kv_registry.h"
 #include "resp/asio.h"
 
@@ -55,6 +63,8 @@ struct CommitCounters {
   std::atomic<uint64_t> flush_errors{0};
   std::atomic<uint64_t> flushed_writes{0};  // writes made durable by them
 };
+
+inline constexpr absl::Duration kMaxGatherDelay = absl::Microseconds(1000);
 
 class Database : public std::enable_shared_from_this<Database> {
  public:
@@ -93,6 +103,7 @@ class Database : public std::enable_shared_from_this<Database> {
     DurableCallback done;
   };
   void StartFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CohortBack() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // On a worker: flushes until no waiter is left.
   void RunFlushes() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -108,6 +119,8 @@ class Database : public std::enable_shared_from_this<Database> {
   mutable absl::Mutex mu_;
   uint64_t durable_ ABSL_GUARDED_BY(mu_) = 0;
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
+  size_t last_released_ ABSL_GUARDED_BY(mu_) = 0;    // waiters the last flush answered
+  absl::Duration last_flush_ ABSL_GUARDED_BY(mu_);  // how long it took
   bool flush_wanted_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };
