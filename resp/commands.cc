@@ -895,6 +895,7 @@ absl::Status RunOnDatabase(const CommandEnv& env, Session& session,
     }
     if (absl::Status s = txn.Commit(); !s.ok()) return s;
     if (txn.wrote()) {
+      db.exec_mu().AssertHeld();  // taken above; the lambda is analysed alone
       seq = db.NoteWrite();
       wrote = true;
     }
