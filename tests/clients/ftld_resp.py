@@ -577,10 +577,62 @@ def test_bad_input_closes_only_that_client(env):
     assert d.stop() == 0
 
 
+def test_full_pool(env):
+    """A full pool: writes answer -OOM (or, for the writes whose flush found
+    it full, an error saying the flush failed); nothing acknowledged is
+    lost, reads go on, the daemon keeps serving, across kill -9."""
+    redis = redis_module()
+    d = start(env, size="72M")       # 17 segments of 4 MiB
+    r = client(d, redis)
+    value = lambda i: (f"{i:06d}".encode() * 10923)[:60 << 10]  # noqa: E731
+    acked, error = [], None
+    for i in range(2000):            # about 120 MiB: more than the pool holds
+        try:
+            r.set(f"f{i:05d}", value(i))
+        except redis.ResponseError as e:
+            error = str(e)
+            break
+        acked.append(i)
+    assert error is not None and len(acked) > 100, (len(acked), error)
+    assert error.startswith("the pool is full") or "flush that makes it durable failed" in error \
+        or "pool" in error.lower(), error
+    print(f"pool full after {len(acked)} SETs of 60 KiB: {error}", flush=True)
+    for _ in range(3):               # still full: refused, nothing applied
+        try:
+            r.set("one-more", value(0))
+            raise AssertionError("a SET on a full pool was acknowledged")
+        except redis.ResponseError as e:
+            assert "full" in str(e), str(e)
+    assert r.get("one-more") is None
+    assert r.ping()
+    vals = r.mget([f"f{i:05d}" for i in acked[:200]])
+    assert vals == [value(i) for i in acked[:200]]
+    r.close()
+    served_read_only = one(d, "PING")
+    assert served_read_only == "PONG"
+    d.kill9()
+    restart(d)
+    r = client(d, redis)
+    for i in acked:
+        assert r.get(f"f{i:05d}") == value(i), i
+    r.close()
+    assert d.stop() == 0
+
+
 def test_read_only_daemon_refuses_writes(env):
     d = start(env)
     assert one(d, "SET", "k", "v") == "OK"
+    # SIGTERM with clients connected (idle, inside MULTI, mid-request):
+    # they are closed, the daemon exits 0 promptly.
+    idle, txn, partial = Raw(d), Raw(d), Raw(d)
+    txn.send(b"MULTI\r\nSET k w\r\n")
+    assert txn.read_line() == b"+OK\r\n" and txn.read_line() == b"+QUEUED\r\n"
+    partial.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nab")
+    t0 = time.time()
     assert d.stop() == 0
+    assert time.time() - t0 < 20, time.time() - t0
+    for c in (idle, txn, partial):
+        assert c.read_until_closed() == b""
     d.args += ["--read-only"]
     restart(d)
     assert one(d, "GET", "k") == "v"
