@@ -209,10 +209,12 @@ asio::awaitable<void> Connection::Run() {
   uint64_t requests = 0;
   try {
     for (;;) {
-      // Parse what is buffered into the next batch.
+      // Parse what is buffered into the next batch (once the last batch's
+      // leftovers, cut by kMaxBatchReplyBytes, have run: so at most one
+      // batch of requests is held).
       size_t batch_bytes = 0;
       while (protocol_error.empty() && pending_.size() < kMaxBatchRequests &&
-             batch_bytes < kMaxBatchInputBytes) {
+             batch_bytes < kMaxBatchInputBytes && (batch_bytes > 0 || pending_.empty())) {
         size_t used = 0;
         Argv argv;
         Parser::Result r = parser.Parse(in.unparsed(), &used, &argv);

@@ -402,6 +402,23 @@ def test_pipelining_and_multi_exec(env):
     for t_ in threads:
         t_.join(120)
     assert int(r.get("x")) + int(r.get("y")) == 2000
+    # Large replies: a pipeline whose replies pass one batch's 4 MiB is run
+    # in several batches, in order; one reply over 16 MiB is refused.
+    big = lambda i: bytes([65 + i % 26]) * (60 << 10)  # noqa: E731
+    p = r.pipeline(transaction=False)
+    for i in range(300):
+        p.set(f"big:{i}", big(i))
+    assert all(p.execute())
+    p = r.pipeline(transaction=False)
+    for i in range(300):
+        p.get(f"big:{i}")
+    assert p.execute() == [big(i) for i in range(300)]       # 18 MiB of replies
+    assert r.mget([f"big:{i}" for i in range(200)]) == [big(i) for i in range(200)]
+    try:
+        r.mget([f"big:{i}" for i in range(300)])
+        raise AssertionError("an 18 MiB MGET reply was sent")
+    except redis.ResponseError as e:
+        assert "exceed" in str(e), str(e)
     r.close()
     served(d)
     assert d.stop() == 0
