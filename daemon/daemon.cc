@@ -255,6 +255,7 @@ int RunDaemon(const std::vector<std::string>& args) {
     if (absl::Status s = resp_server->Listen(); !s.ok()) {
       control->Stop();
       control.reset();
+      resp_server.reset();  // before the io_context its listeners are on
       server.reset();
       (void)kv.CloseAll();
       (void)pool.Close();
@@ -301,6 +302,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);
   server->Join();
   control.reset();
+  // Before the io_context goes (server.reset()): its listeners and timer
+  // are on it; RESP connections still queued there keep their own state.
   resp_server.reset();
   // The stores flush what they hold (unsynced puts) before the pool closes.
   absl::Status kv_closed = kv.CloseAll();

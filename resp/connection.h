@@ -42,8 +42,11 @@ inline constexpr size_t kMaxBatchReplyBytes = 4u << 20;
 // Bytes asked of the socket per read (more when a bulk needs more).
 inline constexpr size_t kReadChunk = 64u << 10;
 
-// What a connection needs from its server. Not owned; outlives connections.
+// What a connection needs from its server. `owner` keeps what `commands`
+// points to alive as long as the connection (a connection's coroutine
+// frame may outlive the Server until the io_context is destroyed).
 struct ConnectionEnv {
+  std::shared_ptr<const void> owner;
   const CommandEnv* commands = nullptr;
   asio::any_io_executor workers;  // store calls run here
   std::shared_ptr<spdlog::logger> log;

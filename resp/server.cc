@@ -48,15 +48,16 @@ Server::Server(asio::io_context& io, asio::any_io_executor workers, registry::Kv
       workers_(workers),
       options_(std::move(options)),
       log_(Logger("resp")),
-      databases_(kv, workers, std::max<uint32_t>(1, options_.databases)),
+      shared_(std::make_shared<Shared>(kv, workers, std::max<uint32_t>(1, options_.databases))),
       timer_(io) {
-  env_.databases = &databases_;
-  env_.cursors = &cursors_;
-  env_.counters = &counters_;
-  env_.fsync = options_.fsync;
-  env_.read_only = options_.read_only;
-  env_.unix_path = options_.unix_path;
-  env_.max_clients = options_.max_clients;
+  CommandEnv& env = shared_->env;
+  env.databases = &shared_->databases;
+  env.cursors = &shared_->cursors;
+  env.counters = &shared_->counters;
+  env.fsync = options_.fsync;
+  env.read_only = options_.read_only;
+  env.unix_path = options_.unix_path;
+  env.max_clients = options_.max_clients;
 }
 
 Server::~Server() = default;
@@ -75,7 +76,7 @@ absl::Status Server::Listen() {
     if (!ec) tcp_->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return absl::UnavailableError(absl::StrCat("RESP listener ", where, ": ", ec.message()));
     tcp_port_ = tcp_->local_endpoint().port();
-    env_.tcp_port = tcp_port_;
+    shared_->env.tcp_port = tcp_port_;
   }
   if (!options_.unix_path.empty()) {
     if (SomeoneListens(options_.unix_path)) {
@@ -100,7 +101,7 @@ absl::Status Server::Listen() {
 void Server::Start() {
   if (tcp_) {
     log_->info("RESP listening on {}:{} (--kv-fsync {}, {} numbered databases)", options_.bind,
-               tcp_port_, FsyncName(options_.fsync), databases_.numbered());
+               tcp_port_, FsyncName(options_.fsync), shared_->databases.numbered());
     asio::co_spawn(io_, AcceptLoop(*tcp_, absl::StrCat("RESP listener ", options_.bind, ":", tcp_port_)),
                    asio::detached);
   }
@@ -119,7 +120,7 @@ asio::awaitable<void> Server::FlushTimer() {
     error_code ec;
     co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;  // cancelled: stopping
-    for (const std::shared_ptr<Database>& db : databases_.All()) db->RequestFlush();
+    for (const std::shared_ptr<Database>& db : shared_->databases.All()) db->RequestFlush();
   }
 }
 
@@ -145,8 +146,9 @@ asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor, std::string name) {
     if (failing) log_->info("{}: accepting again", name);
     failing = false;
     delay = std::chrono::milliseconds(10);
-    if (counters_.connections_active.load(std::memory_order_relaxed) >= options_.max_clients) {
-      counters_.rejected_connections.fetch_add(1, std::memory_order_relaxed);
+    if (shared_->counters.connections_active.load(std::memory_order_relaxed) >=
+        options_.max_clients) {
+      shared_->counters.rejected_connections.fetch_add(1, std::memory_order_relaxed);
       static constexpr char kFull[] = "-ERR max number of clients reached\r\n";
       socket.send(asio::buffer(kFull, sizeof kFull - 1), 0, ec);
       socket.close(ec);
@@ -158,8 +160,9 @@ asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor, std::string name) {
       if (!accepting_) continue;
       uint64_t id = next_id_++;
       std::string peer = PeerName(socket);
-      auto db0 = databases_.Resolve("0");
-      ConnectionEnv env{.commands = &env_,
+      auto db0 = shared_->databases.Resolve("0");
+      ConnectionEnv env{.owner = shared_,
+                        .commands = &shared_->env,
                         .workers = workers_,
                         .log = log_,
                         .initial_db = db0.ok() ? *db0 : nullptr};

@@ -11,6 +11,8 @@
 //
 // Thread safety: Listen/Start/Stop from one thread (the daemon's main
 // thread), before the io_context stops; counters() from any thread.
+// Lifetime: destroy it before the io_context (it owns listeners and a
+// timer on it); connections keep the state they use alive themselves.
 // Connections live on their strands; the connection map has its own lock.
 
 #include <cstdint>
@@ -61,9 +63,20 @@ class Server {
   // replies are dropped. Call before the io_context stops.
   void Stop();
 
-  const ServerCounters& counters() const { return counters_; }
+  const ServerCounters& counters() const { return shared_->counters; }
 
  private:
+  // What connections use: shared with them, so that a connection whose
+  // coroutine outlives the Server (until the io_context goes) still finds it.
+  struct Shared {
+    Shared(registry::KvRegistry* kv, asio::any_io_executor workers, uint32_t numbered)
+        : databases(kv, std::move(workers), numbered) {}
+    ServerCounters counters;
+    CursorTable cursors;
+    Databases databases;
+    CommandEnv env;
+  };
+
   template <typename Acceptor>
   asio::awaitable<void> AcceptLoop(Acceptor& acceptor, std::string name);
   asio::awaitable<void> FlushTimer();
@@ -73,10 +86,7 @@ class Server {
   asio::any_io_executor workers_;
   ServerOptions options_;
   std::shared_ptr<spdlog::logger> log_;
-  ServerCounters counters_;
-  CursorTable cursors_;
-  Databases databases_;
-  CommandEnv env_;
+  std::shared_ptr<Shared> shared_;
   std::optional<asio::ip::tcp::acceptor> tcp_;
   std::optional<asio::local::stream_protocol::acceptor> unix_;
   asio::steady_timer timer_;
