@@ -594,6 +594,42 @@ def test_bad_input_closes_only_that_client(env):
     assert d.stop() == 0
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_client_that_never_reads_its_replies(env):
+    """A client pipelining GETs of a 60 KiB value without reading a reply
+    stalls itself only: the daemon holds one batch of its replies, not
+    the gigabytes it asked for, and serves everyone else meanwhile."""
+    d = start(env)
+    assert one(d, "SET", "big", "x" * (60 << 10)) == "OK"
+    served(d)
+    before = rss_kib(d.proc.pid)
+    c = Raw(d)
+    c.s.setblocking(False)
+    req = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n" * 1000
+    asked, deadline = 0, time.time() + 5
+    while time.time() < deadline:
+        try:
+            asked += c.s.send(req) // 22
+        except BlockingIOError:
+            time.sleep(0.05)
+    assert asked >= 2000, asked           # 120 MiB of replies asked for
+    time.sleep(0.5)
+    grown = rss_kib(d.proc.pid) - before
+    print(f"asked for {asked} GETs of 60 KiB; RSS grew by {grown} KiB", flush=True)
+    assert grown < 48 << 10, f"RSS grew by {grown} KiB for a client that never reads"
+    served(d)
+    c.s.close()
+    served(d)
+    assert d.stop() == 0
+
+
 def test_full_pool(env):
     """A full pool: writes answer -OOM (or, for the writes whose flush found
     it full, an error saying the flush failed); nothing acknowledged is
