@@ -9,17 +9,18 @@ The power cut (cut()): kill -9 of the NBD server whose backing sits behind a
 simulated volatile disk cache (src/media/volatile_cache_media.h), so its
 backing file keeps what a power cut of such a disk would. The cut is aimed:
 after a warm-up it watches the server's write system calls (/proc/PID/io,
-syscw: the cache writes through one 512-byte sector per call) and cuts while
-a write-through of a random 64-512 sectors or more is in progress, the moment a
-page write can tear; if none comes within `aim_window` seconds it cuts
-anyway. Same rule for ftld and for the negative control.
+syscw: the cache writes through one 512-byte sector per call) and cuts at a
+random depth inside a large write-through, the moment a page write can tear
+(cut() says why the depth matters). Same rule for ftld and for the negative
+control.
 
 The checks after a cut (verify()): ext4 replays its journal and fsck -fn is
 clean; MariaDB starts (crash recovery); its error log has no corruption
 message; CHECK TABLE says OK for every table; every sbtest table has its
 row count (sysbench oltp_write_only deletes and re-inserts a row in one
-transaction, so the count never changes); with MariaDB stopped, innochecksum
-passes every InnoDB file."""
+transaction, so the count never changes); the last commit a client saw
+answered is there (Acker); with MariaDB stopped, innochecksum passes every
+InnoDB file."""
 
 import collections
 import glob
@@ -29,6 +30,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
@@ -230,6 +232,42 @@ class Sysbench:
         self.proc = None
 
 
+class Acker:
+    """Commits n = 1, 2, 3, ... into sbtest.ack through one client
+    connection (autocommit, so each UPDATE is flushed to the redo log before
+    it answers) and remembers the last n whose commit was answered: after a
+    cut the database must hold that n or the one in flight (last + 1)."""
+
+    def __init__(self, db, start):
+        self.db, self.n, self.acked = db, start, start
+        self.proc = subprocess.Popen(db.client_cmd() + ["--unbuffered"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     bufsize=1)
+        db.env.procs.append(self.proc)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        try:
+            while True:
+                n = self.n + 1
+                self.proc.stdin.write(f"UPDATE sbtest.ack SET n = {n} WHERE id = 1; SELECT {n};\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+                if line.strip() != str(n):
+                    return
+                self.n = self.acked = n
+        except (BrokenPipeError, OSError, ValueError):
+            return
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self.thread.join(30)
+        return self.acked
+
+
 def syscw(pid):
     with open(f"/proc/{pid}/io") as f:
         for line in f:
@@ -238,16 +276,19 @@ def syscw(pid):
     return 0
 
 
-def cut(server, rng, warmup=(2.0, 4.0), aim_window=5.0, window=0.0005, burst=(64, 512)):
+def cut(server, rng, warmup=(2.0, 4.0), aim_window=8.0, gap=0.00025, into=(96, 1024)):
     """The power cut: kill -9 of `server` (ftld or the tearing server).
-    After a random warm-up, it watches the server's write system calls and
-    cuts once more than B of them (B drawn from `burst`) came within the
-    last `window` seconds: a write-through of at least B sectors is in
-    progress (what commits write between two syncs is mostly under 64
-    sectors; the page cleaner's batches are hundreds). If none comes within
-    aim_window seconds it cuts anyway. Returns "aimed" or "random"."""
+    After a random warm-up it watches the server's write system calls; a
+    write-through is a run of them with no pause longer than `gap` seconds.
+    It cuts once a write-through has written K sectors, K drawn from `into`
+    (so the cut lands inside the page cleaner's write-throughs of hundreds
+    of sectors, at a random depth: a cut early in one leaves almost every
+    page old, since the sectors go out in random order and an update
+    changes few of a page's 32; commits alone write-throughs of mostly
+    under 64 sectors). If no write-through gets that deep within aim_window
+    seconds it cuts anyway. Returns "aimed" or "random"."""
     time.sleep(rng.uniform(*warmup))
-    threshold = rng.randint(*burst)
+    depth = rng.randint(*into)
     pid = server.proc.pid
     fd = os.open(f"/proc/{pid}/io", os.O_RDONLY)
     how = "random"
@@ -256,16 +297,17 @@ def cut(server, rng, warmup=(2.0, 4.0), aim_window=5.0, window=0.0005, burst=(64
             data = os.pread(fd, 4096, 0)
             i = data.index(b"syscw:")
             return int(data[i + 6:data.index(b"\n", i)])
-        history = collections.deque()  # (time, syscw), the last `window` seconds
-        start = time.perf_counter()
+        start = last_change = time.perf_counter()
+        burst_start = last = read()
         while True:
             n, now = read(), time.perf_counter()
-            history.append((now, n))
-            while now - history[0][0] > window:
-                history.popleft()
-            if n - history[0][1] >= threshold:
-                how = "aimed"
-                break
+            if n != last:
+                if now - last_change > gap:
+                    burst_start = last  # a new write-through began after a pause
+                last, last_change = n, now
+                if n - burst_start >= depth:
+                    how = "aimed"
+                    break
             if now - start > aim_window:
                 break
     finally:
@@ -290,6 +332,7 @@ class DatabaseStack:
         self.stack = None
         self.db = None
         self.seeds = []
+        self.acked = 0  # the last commit to sbtest.ack that was answered
 
     def attach(self, seed):
         self.seeds.append(seed)
@@ -317,6 +360,8 @@ class DatabaseStack:
         self.mariadb().install()
         self.db.start()
         self.sysbench().prepare()
+        self.db.sql("CREATE TABLE sbtest.ack (id INT PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB; "
+                    "INSERT INTO sbtest.ack VALUES (1, 0)")
         # mariadb-install-db and CREATE TABLE do not sync everything they
         # write (the Aria system tables, .frm files): a cut before the
         # file system writes them back loses them, on any device. The
@@ -336,11 +381,13 @@ class DatabaseStack:
         was placed."""
         sb = self.sysbench()
         sb.start()
+        acker = Acker(self.db, self.acked)
         try:
             how = cut(self.server, rng, **aim)
         finally:
             self.db.kill9()
             sb.kill()
+            self.acked = acker.stop()
         self.detach_dead()
         return how
 
@@ -400,6 +447,11 @@ class DatabaseStack:
                     _, _, kind, text = row[:4]
                     if kind.lower() == "error" or (kind.lower() == "status" and text != "OK"):
                         problems.append(f"CHECK TABLE {schema}.{table}: {kind} {text}")
+            n = int(db.sql("SELECT n FROM sbtest.ack WHERE id = 1")[0][0])
+            if n not in (self.acked, self.acked + 1):
+                problems.append(f"sbtest.ack holds {n}, but commit {self.acked} was acknowledged "
+                                f"(and at most {self.acked + 1} was in flight)")
+            self.acked = n
             for i in range(1, self.tables + 1):
                 n = int(db.sql(f"SELECT COUNT(*) FROM sbtest.sbtest{i}")[0][0])
                 if n != self.table_size:

@@ -84,7 +84,8 @@ def test_power_cut_ftld_doublewrite_off(env):
         report = s.server.ctl("status")["open_report"]
         results.append((how, problems))
         print(f"ftld cut {i + 1}/{cuts} ({how}, {time.time() - t0:.1f}s): "
-              f"{'clean' if not problems else problems}; ftld: {report}", flush=True)
+              f"{'clean' if not problems else problems}; acknowledged commits: {s.acked}; "
+              f"ftld: {report}", flush=True)
         assert not problems, f"cut {i + 1}: {problems}"
     s.shutdown()
     assert s.server.stop() == 0
@@ -117,6 +118,7 @@ def control_cycles(env, doublewrite, cuts, rng, label):
                 s.stack.down()
                 s.server.stop()
             subprocess.run(["cp", "--sparse=always", golden, backing], check=True)
+            s.acked = 0
             s.attach(rng.randrange(1 << 62))
             s.stack.mount()
         s.mariadb().start()
