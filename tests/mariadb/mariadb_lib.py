@@ -125,8 +125,11 @@ class MariaDB:
     def options(self):
         return [f"--datadir={self.datadir}", f"--socket={self.sock}",
                 f"--pid-file={self.env.path(self.name + '.pid')}", f"--log-error={self.err}",
-                f"--tmpdir={self.env.tmp}", "--skip-networking", "--user=root",
-                f"--innodb-doublewrite={1 if self.doublewrite else 0}",
+                f"--tmpdir={self.env.tmp}", "--skip-networking", "--user=root"] + self.settings()
+
+    def settings(self):
+        """The server settings, without the paths (a branch takes the same)."""
+        return [f"--innodb-doublewrite={1 if self.doublewrite else 0}",
                 "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1",
                 "--innodb-buffer-pool-size=128M", "--skip-log-bin"] + self.extra
 
