@@ -19,7 +19,8 @@ server that loses flushed writes).
 
 Environment (tests/README.md, "Long runs"):
   FTLD_MARIADB_CUTS          cuts of ftld (default 5)
-  FTLD_MARIADB_CONTROL_CUTS  cuts of the negative control, doublewrite off (default 6)
+  FTLD_MARIADB_CONTROL_CUTS  cuts of the negative control, doublewrite off (default 10)
+  FTLD_MARIADB_CONTROL_ENOUGH  stop the control once this many cuts were caught (default 2; 0: all)
   FTLD_MARIADB_DW_CUTS       cuts of the tearing device with doublewrite on (default 2)
   FTLD_MARIADB_SEED          the seed of the cut placement and the caches (default: random, printed)
   FTLD_MARIADB_TABLES, FTLD_MARIADB_TABLE_SIZE  sysbench tables (default 4 x 10000)
@@ -93,8 +94,9 @@ def test_power_cut_ftld_doublewrite_off(env):
           f"({sum(h == 'aimed' for h, _ in results)} aimed at a write-through)")
 
 
-def control_cycles(env, doublewrite, cuts, rng, label):
-    """Cuts of the tearing device; returns (caught, cuts, aimed)."""
+def control_cycles(env, doublewrite, cuts, rng, label, enough=0):
+    """Cuts of the tearing device, up to `cuts`, stopping once `enough` were
+    caught (0: never); returns (caught, cuts made, aimed)."""
     backing = env.path("plain.img")
     golden = env.path("plain.golden")
 
@@ -109,7 +111,11 @@ def control_cycles(env, doublewrite, cuts, rng, label):
     shutil.copyfile(backing, golden)
     caught = aimed = 0
     restore = False
+    done = 0
     for i in range(cuts):
+        if enough and caught >= enough:
+            break
+        done += 1
         t0 = time.time()
         if s.db and s.db.running():
             s.db.stop()
@@ -134,8 +140,8 @@ def control_cycles(env, doublewrite, cuts, rng, label):
     if s.stack and s.stack.loop:
         s.stack.down()
     s.server.stop()
-    print(f"{label}: damage caught in {caught} of {cuts} cuts ({aimed} aimed at a write-through)")
-    return caught, cuts, aimed
+    print(f"{label}: damage caught in {caught} of {done} cuts ({aimed} aimed at a write-through)")
+    return caught, done, aimed
 
 
 def test_negative_control_tearing_device_doublewrite_off(env):
@@ -143,8 +149,9 @@ def test_negative_control_tearing_device_doublewrite_off(env):
     if not env.args.tearing_server:
         raise Skip("no --tearing-server")
     rng = make_rng("control")
-    caught, cuts, _ = control_cycles(env, False, env_int("FTLD_MARIADB_CONTROL_CUTS", 6), rng,
-                                     "tearing device, doublewrite off")
+    caught, cuts, _ = control_cycles(env, False, env_int("FTLD_MARIADB_CONTROL_CUTS", 10), rng,
+                                     "tearing device, doublewrite off",
+                                     enough=env_int("FTLD_MARIADB_CONTROL_ENOUGH", 2))
     assert caught >= 1, (f"the negative control caught nothing in {cuts} cuts: the test cannot "
                          "tell a device that tears from one that does not")
 
