@@ -17,7 +17,8 @@
 #
 # --quick: 2 x 20000 rows, 10 s runs, 1 round. Prints per run: TPS, p95
 # latency, bytes the loop device wrote (/sys/block/loopN/stat) and per
-# transaction, ftld's user and media bytes (`ftlctl stats`) and media/user;
+# transaction, ftld's user and media bytes (`ftlctl stats`) and media/user,
+# the CPU time of the NBD server and of mariadbd per transaction;
 # then medians per stack and workload and the ratios of the issue's goals
 # (ftld-dw0 TPS >= 1.2x nbdkit-dw1 and >= 1.1x ftld-dw1; media/user <= 1.10
 # on oltp_write_only). Only prints (no timed assertion). Needs root
@@ -42,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     --table-size) TABLE_SIZE=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --quick) TABLES=2 TABLE_SIZE=20000 TIME=10 ROUNDS=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "mariadb.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -134,23 +135,30 @@ ftld_bytes() {  # "user media" bytes written so far
     /usr/bin/python3 -c 'import json,sys; p=json.load(sys.stdin)["pool"]; print(p["user_write_bytes"], p["media_write_bytes"])'
 }
 
+cpu_ticks() {  # user + system clock ticks of a process so far
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+
 run_one() {  # stack workload round
   local s=$1 w=$2 r=$3 loop=${LOOP[$1]#/dev/} u0=0 m0=0 u1=0 m1=0
-  [[ $s == ftld-* ]] && read -r u0 m0 < <(ftld_bytes "$s")
-  local w0; w0=$(awk '{print $7}' "/sys/block/$loop/stat")
+  if [[ $s == ftld-* ]]; then read -r u0 m0 < <(ftld_bytes "$s"); fi
+  local w0 c0 d0; w0=$(awk '{print $7}' "/sys/block/$loop/stat")
+  c0=$(cpu_ticks "${SERVER_PID[$s]}"); d0=$(cpu_ticks "${MYSQLD_PID[$s]}")
   sb "$s" "$w" --time="$TIME" --report-interval=0 run >"$DIR/$s/run-$w-$r.log"
-  local w1; w1=$(awk '{print $7}' "/sys/block/$loop/stat")
-  [[ $s == ftld-* ]] && read -r u1 m1 < <(ftld_bytes "$s")
+  local w1 c1 d1; w1=$(awk '{print $7}' "/sys/block/$loop/stat")
+  c1=$(cpu_ticks "${SERVER_PID[$s]}"); d1=$(cpu_ticks "${MYSQLD_PID[$s]}")
+  if [[ $s == ftld-* ]]; then read -r u1 m1 < <(ftld_bytes "$s"); fi
   local tps p95 txns
   tps=$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$DIR/$s/run-$w-$r.log")
   txns=$(sed -n 's/.*transactions: *\([0-9]*\) *(.*/\1/p' "$DIR/$s/run-$w-$r.log")
   p95=$(awk '/95th percentile/ {print $3}' "$DIR/$s/run-$w-$r.log")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$s" "$w" "$tps" "$p95" \
-    $(( (w1 - w0) * 512 )) $((u1 - u0)) $((m1 - m0)) "$txns" >> "$RESULTS"
-  tail -1 "$RESULTS" | awk -F'\t' '{
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$s" "$w" "$tps" "$p95" \
+    $(( (w1 - w0) * 512 )) $((u1 - u0)) $((m1 - m0)) "$txns" $((c1 - c0)) $((d1 - d0)) >> "$RESULTS"
+  tail -1 "$RESULTS" | awk -F'\t' -v hz="$(getconf CLK_TCK)" '{
     mu = ($7 > 0) ? sprintf("%.3f", $8 / $7) : "-";
-    printf "round %s %-10s %-16s TPS %8.1f  p95 %6.2f ms  loop %7.1f MiB (%5.1f KiB/txn)  user %7.1f MiB  media %7.1f MiB  media/user %s  load %s\n",
-      $1, $2, $3, $4, $5, $6 / 1048576, $6 / 1024 / $9, $7 / 1048576, $8 / 1048576, mu, L }' L="$(load)"
+    printf "round %s %-10s %-16s TPS %8.1f  p95 %6.2f ms  loop %7.1f MiB (%5.1f KiB/txn)  user %7.1f MiB  media %7.1f MiB  media/user %s  CPU/txn server %4.0f us mariadbd %4.0f us  load %s\n",
+      $1, $2, $3, $4, $5, $6 / 1048576, $6 / 1024 / $9, $7 / 1048576, $8 / 1048576, mu,
+      $10 * 1e6 / hz / $9, $11 * 1e6 / hz / $9, L }' L="$(load)"
 }
 
 echo "# $(date -u '+%F %T') UTC, $(nproc) cores, load $(load), dir $DIR ($(df -h --output=fstype "$DIR" | tail -1 | xargs)), ftld $FTLD"
@@ -163,8 +171,9 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-/usr/bin/python3 - "$RESULTS" <<'EOF'
+/usr/bin/python3 - "$RESULTS" "$(getconf CLK_TCK)" <<'EOF'
 import statistics, sys
+hz = int(sys.argv[2])
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 med = {}
 for w in ("oltp_write_only", "oltp_read_write"):
@@ -179,8 +188,10 @@ for w in ("oltp_write_only", "oltp_read_write"):
         user, media = sum(int(r[6]) for r in rs), sum(int(r[7]) for r in rs)
         mu = f"{media / user:.3f}" if user else "-"
         med[(s, w)] = tps
+        txns = sum(int(r[8]) for r in rs)
+        cpu = sum(int(r[9]) for r in rs) / hz / txns * 1e6
         print(f"  {s:10s} TPS {tps:8.1f}  p95 {p95:6.2f} ms  loop {loop_per / 1024:5.1f} KiB/txn"
-              f"  media/user {mu}")
+              f"  media/user {mu}  server CPU {cpu:4.0f} us/txn")
     a, b, c = (med.get((s, w)) for s in ("ftld-dw0", "ftld-dw1", "nbdkit-dw1"))
     if a and b and c:
         print(f"  ftld-dw0 / nbdkit-dw1 {a / c:.2f}x (goal 1.2)   ftld-dw0 / ftld-dw1 {a / b:.2f}x (goal 1.1)")

@@ -75,6 +75,24 @@ def test_branch_a_running_database(env):
     assert "only_branch" not in tables(src) and "only_source" in tables(src)
     assert "only_source" not in tables(branch) and "only_branch" in tables(branch)
 
+    # A second branch, of the source's file system frozen around the
+    # snapshot (--freeze), beside the first: ext4 needs no journal replay.
+    b2dir = env.path("branch2")
+    ctl2 = ["--ftlctl", env.ftlctl, "--control", d.control, "--dir", b2dir]
+    env.cleanups.append(lambda: os.path.exists(os.path.join(b2dir, "branch.env")) and
+                        env.run([SCRIPT, "destroy"] + ctl2, check=False))
+    r = env.run([SCRIPT, "create", "--name", "b2", "--uri", f"nbd://127.0.0.1:{d.port}",
+                 "--freeze", s.stack.mnt] + ctl2 + ["--"] + src.settings(), timeout=300)
+    print(r.stdout.strip(), flush=True)
+    b2 = MariaDB(env, os.path.join(b2dir, "mnt", "data"), name="branch2")
+    b2.sock, b2.err = os.path.join(b2dir, "mysqld.sock"), os.path.join(b2dir, "error.log")
+    assert b2.sql("SELECT who FROM sbtest.side WHERE id = 1") == [["source"]]
+    assert "only_source" in tables(b2) and "only_branch" not in tables(b2)
+    problems = DatabaseStack(env, None, tables=s.tables, table_size=s.table_size).check_tables(b2)
+    assert not problems, problems
+    env.run([SCRIPT, "destroy"] + ctl2, timeout=300)
+    assert branch.sql("SELECT who FROM sbtest.side WHERE id = 1") == [["branch"]]
+
     # N transactions on each side, then what the branch cost.
     n = int(os.environ.get("FTLD_BRANCH_TRANSACTIONS", 2000))
     for db in (branch, src):
