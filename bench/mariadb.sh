@@ -108,6 +108,13 @@ setup() {
     nbdkit -f -p "${PORT[$s]}" -i 127.0.0.1 file "$DIR/$s/backing.img" 2>"$DIR/$s/server.log" &
   fi
   SERVER_PID[$s]=$!
+  # ftld writes zeros over its whole backing first (--preallocate): wait
+  # for it (bounded) before wait_port's 20 s start.
+  for _ in $(seq 1 3000); do
+    nbdinfo --size "nbd://127.0.0.1:${PORT[$s]}/" >/dev/null 2>&1 && break
+    kill -0 "${SERVER_PID[$s]}" 2>/dev/null || { echo "mariadb.sh: $s server exited: $(tail -3 "$DIR/$s/server.log")" >&2; exit 1; }
+    sleep 0.1
+  done
   wait_port "${PORT[$s]}"
   nbdfuse -P "$DIR/$s/nbdfuse.pid" "$DIR/$s/fuse/disk" "nbd://127.0.0.1:${PORT[$s]}/" 2>"$DIR/$s/nbdfuse.log" &
   FUSE_PID[$s]=$!
