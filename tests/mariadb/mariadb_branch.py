@@ -14,7 +14,6 @@ sysbench oltp_write_only on the branch before it is destroyed."""
 
 import os
 import re
-import subprocess
 import sys
 import time
 

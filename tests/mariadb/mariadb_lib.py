@@ -14,19 +14,18 @@ random depth inside a large write-through, the moment a page write can tear
 (cut() says why the depth matters). Same rule for ftld and for the negative
 control.
 
-The checks after a cut (verify()): ext4 replays its journal and fsck -fn is
+The checks after a cut (DatabaseStack.recover_and_verify()): ext4 replays its journal and fsck -fn is
 clean; MariaDB starts (crash recovery); its error log has no corruption
 message; CHECK TABLE says OK for every table; every sbtest table has its
 row count (sysbench oltp_write_only deletes and re-inserts a row in one
 transaction, so the count never changes); the last commit a client saw
 answered is there (Acker); with MariaDB stopped, innochecksum passes every
-InnoDB file."""
+InnoDB file (but ibdata1's doublewrite pages, see innochecksum())."""
 
-import collections
 import glob
 import os
-import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,7 +62,6 @@ def mariadbd_path():
     for p in ("/usr/sbin/mariadbd", "/usr/sbin/mysqld"):
         if os.access(p, os.X_OK):
             return p
-    import shutil
     return shutil.which("mariadbd")
 
 
