@@ -25,6 +25,7 @@
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
+#include "nbd/tls_credentials.h"
 #include "resp/server.h"
 
 namespace ftl::daemon {
@@ -108,20 +109,26 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
 }
 
 namespace {
-// NBD has no authentication, and without TLS (which ftld does not offer)
-// no encryption either: whoever reaches a TCP listener can read and
-// overwrite every export. Warns unless `bind` is a loopback address (an
-// unparsable one never gets here: Server::Listen refuses it).
-void WarnIfReachable(const std::string& bind, uint16_t port) {
+// NBD without TLS has no authentication and no encryption: whoever reaches
+// a TCP listener can read and overwrite every export. Warns unless `bind`
+// is a loopback address (an unparsable one never gets here: Server::Listen
+// refuses it) or TLS is required.
+void WarnIfReachable(const std::string& bind, uint16_t port, bool tls_required) {
   boost::system::error_code ec;
   asio::ip::address addr = asio::ip::make_address(bind, ec);
-  if (ec || addr.is_loopback()) return;
+  if (ec || addr.is_loopback() || tls_required) return;
   Logger("nbd")->warn(
-      "NBD listens on {}:{}, not a loopback address: NBD has no authentication and, "
-      "without TLS (ftld has none), no encryption; anyone who can reach this port can "
-      "read and overwrite every export. Use --bind 127.0.0.1 or --unix unless the network "
-      "is trusted",
+      "NBD listens on {}:{}, not a loopback address, without --tls=require: NBD has no "
+      "authentication and, without TLS, no encryption; anyone who can reach this port can "
+      "read and overwrite every export. Use --bind 127.0.0.1, --unix or --tls=require "
+      "unless the network is trusted",
       bind, port);
+}
+
+nbd::TlsMode ToTlsMode(const std::string& mode) {
+  return mode == "require" ? nbd::TlsMode::kRequire
+         : mode == "on"    ? nbd::TlsMode::kOn
+                           : nbd::TlsMode::kOff;
 }
 
 // Waits for SIGINT/SIGTERM on a dedicated thread: the first sets `stop`,
@@ -183,6 +190,17 @@ int RunDaemon(const std::vector<std::string>& args) {
     cv.notify_all();
   });
 
+  // Step: TLS credentials (before the backing: a bad file costs no open).
+  std::shared_ptr<const nbd::TlsCredentials> tls;
+  if (o.tls != "off") {
+    auto creds = nbd::TlsCredentials::Load({.certificates_dir = o.tls_certificates,
+                                            .psk_file = o.tls_psk,
+                                            .verify_peer = o.tls_verify_peer});
+    if (!creds.ok()) return Fail(creds.status());
+    tls = std::move(*creds);
+    log->info("TLS {}: {}", o.tls, tls->Describe());
+  }
+
   // Step: backing.
   auto backing = OpenBacking(o);
   if (!backing.ok()) return Fail(backing.status());
@@ -209,12 +227,16 @@ int RunDaemon(const std::vector<std::string>& args) {
   so.io_threads = EnvInt("FTLD_IO_THREADS", int(std::max(1u, ncpu / 2)));
   so.worker_threads = EnvInt("FTLD_WORKERS", int(std::max(2u, ncpu)));
   so.receive_poll = std::chrono::microseconds(EnvInt("FTLD_POLL_US", 50, 0));
+  so.tls_mode = ToTlsMode(o.tls);
+  so.tls = tls;
   auto server = std::make_unique<Server>(&exports, so);
   if (absl::Status s = server->Listen(); !s.ok()) {
     (void)pool.Close();
     return Fail(s);
   }
-  if (!so.bind.empty()) WarnIfReachable(so.bind, server->tcp_port());
+  if (!so.bind.empty()) {
+    WarnIfReachable(so.bind, server->tcp_port(), so.tls_mode == nbd::TlsMode::kRequire);
+  }
 
   // Step: control socket (and the key-value stores its commands open).
   registry::KvRegistry kv(&pool, KvStoreOptions(o));
@@ -285,10 +307,12 @@ int RunDaemon(const std::vector<std::string>& args) {
     }
   }
   if (!so.bind.empty()) {
-    log->info("ready: nbd://{}:{}/ (also /{})", so.bind, server->tcp_port(),
+    log->info("ready: {}://{}:{}/ (also /{})",
+              so.tls_mode == nbd::TlsMode::kRequire ? "nbds" : "nbd", so.bind, server->tcp_port(),
               o.export_name.value_or(pool.PrimaryVolume()->name()));
   } else {
-    log->info("ready: nbd+unix:///?socket={}", so.unix_path);
+    log->info("ready: {}+unix:///?socket={}",
+              so.tls_mode == nbd::TlsMode::kRequire ? "nbds" : "nbd", so.unix_path);
   }
   {
     std::unique_lock<std::mutex> l(mu);

@@ -177,6 +177,24 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
         return Bad(absl::StrCat("--proof-delay: '", *v, "' is not a number of milliseconds from 0 to 1000"));
       }
       o.proof_delay_ms = ms;
+    } else if (arg == "--tls") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "off" && *v != "on" && *v != "require")
+        return Bad(absl::StrCat("--tls: unknown mode '", *v, "' (off, on, require)"));
+      o.tls = *v;
+    } else if (arg == "--tls-certificates") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--tls-certificates: empty path");
+      o.tls_certificates = *v;
+    } else if (arg == "--tls-psk") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--tls-psk: empty path");
+      o.tls_psk = *v;
+    } else if (arg == "--tls-verify-peer") {
+      st = flag(&o.tls_verify_peer);
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -195,6 +213,15 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
   if (positional.size() > 1) return Bad(absl::StrCat("unexpected argument '", positional[1], "'"));
   o.backing = positional[0];
   if (o.force && !o.format) return Bad("--force only makes sense with --format");
+  const bool have_creds = !o.tls_certificates.empty() || !o.tls_psk.empty();
+  if (o.tls == "off" && (have_creds || o.tls_verify_peer))
+    return Bad("--tls-certificates, --tls-psk and --tls-verify-peer need --tls=on or --tls=require");
+  if (o.tls != "off" && !have_creds)
+    return Bad(absl::StrCat("--tls=", o.tls, " needs --tls-certificates DIR or --tls-psk FILE"));
+  if (!o.tls_certificates.empty() && !o.tls_psk.empty())
+    return Bad("--tls-certificates and --tls-psk: choose one");
+  if (o.tls_verify_peer && o.tls_certificates.empty())
+    return Bad("--tls-verify-peer needs --tls-certificates (client certificates are X.509)");
   if (!control_given) o.control = DefaultControlPath(o.backing);
   return o;
 }
@@ -257,6 +284,15 @@ over NBD. Runs in the foreground and logs to stderr.
                        then loses what a power cut of a disk with a volatile
                        write cache would: unflushed writes, and tears the
                        flush in progress
+      --tls MODE       TLS on the NBD listeners (NBD_OPT_STARTTLS): off
+                       (default), on (clients may use it), require (every
+                       option but STARTTLS and ABORT is refused until TLS)
+      --tls-certificates DIR  X.509: DIR/server-cert.pem, DIR/server-key.pem,
+                       DIR/ca-cert.pem (clients' CA; needed with
+                       --tls-verify-peer), DIR/ca-crl.pem (optional)
+      --tls-psk FILE   pre-shared keys in psktool's format (username:hexkey)
+      --tls-verify-peer  X.509: clients must show a certificate signed by
+                       DIR/ca-cert.pem
   -h, --help           this text
   -V, --version        version
 

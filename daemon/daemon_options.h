@@ -5,6 +5,8 @@
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE]
 //        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]]
+//        [--tls off|on|require] [--tls-certificates DIR | --tls-psk FILE]
+//        [--tls-verify-peer]
 //        [--kv-port N] [--kv-bind ADDR] [--kv-unix PATH] [--kv-fsync always|everysec]
 //        [--kv-databases N] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
@@ -54,6 +56,12 @@ struct DaemonOptions {
   // write-throughs; none given: one from the clock and the pid (logged).
   bool simulate_volatile_cache = false;
   std::optional<uint64_t> volatile_cache_seed;
+  // TLS (nbd/options.h TlsMode, nbd/tls_credentials.h): "off", "on" or
+  // "require"; on/require need exactly one of the two credentials.
+  std::string tls = "off";
+  std::string tls_certificates;  // --tls-certificates DIR (X.509)
+  std::string tls_psk;           // --tls-psk FILE (psktool's format)
+  bool tls_verify_peer = false;  // --tls-verify-peer (X.509 client certificates)
   bool help = false;
   bool version = false;
 
