@@ -17,8 +17,10 @@
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
+#include "control/control_volume.h"
 #include "control/kv_registry.h"
 #include "daemon/backing.h"
+#include "daemon/space_watch.h"
 #include "ftl/kv.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
@@ -232,6 +234,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   control::RegisterSnapshotCommands(&dispatcher, &ctx);
   control::RegisterRangeCommands(&dispatcher, &ctx);
   control::RegisterKvCommands(&dispatcher, &ctx);
+  control::RegisterVolumeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
@@ -242,6 +245,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   // Step: serve.
   server->Start();
   control->Start();
+  // Pool-use warnings at 80/90/95% (thin provisioning: daemon/space_watch.h).
+  SpaceMonitor space(&pool, std::chrono::seconds(1));
   for (const Export& e : exports.List()) {
     if (e.listed) {
       log->info("export '{}': volume {} ({}){}", e.name, e.volume->name(),
@@ -261,6 +266,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
 
   // Shutdown steps.
+  space.Stop();
   control->Stop();
   size_t left = server->Shutdown(kDrainTimeout);
   if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);

@@ -187,6 +187,10 @@ struct PoolStats {
   // sum may exceed it: provisioned / logical is the over-commit.
   uint64_t provisioned_bytes = 0;
   uint64_t logical_bytes = 0;
+  // Pool use: live_bytes / logical_bytes in percent. Above 100 the data
+  // eats into the space kept for the cleaner (over-provisioning): writes
+  // go on, at a rising cost, until the pool is full (ResourceExhausted).
+  double used_percent = 0;
   uint64_t next_seq = 0;
   uint32_t snapshots = 0;
   uint64_t metadata_bytes = 0;      // size of the last checkpoint

@@ -291,6 +291,7 @@ PoolStats PoolImpl::Stats() const {
     s.mapped_blocks = state_.map->mapped_blocks();
   }
   s.logical_bytes = geo_.logical_blocks * kBlockSize;
+  s.used_percent = s.logical_bytes ? 100.0 * double(s.live_bytes) / double(s.logical_bytes) : 0;
   s.next_seq = durability_.last_written() + 1;
   {
     absl::ReaderMutexLock l(&state_.map_mu);
