@@ -50,7 +50,7 @@ Json VolumeJson(const DaemonContext& ctx, const DatasetInfo& d, const std::strin
               {"kind", DatasetKindName(d.kind)},
               {"size_bytes", d.size_bytes},
               {"mapped_bytes", d.mapped_bytes},
-              {"read_only", d.read_only},
+              {"read_only", d.read_only || ctx.read_only},
               {"primary", d.name == primary},
               {"origin", d.origin.empty() ? Json(nullptr) : Json(d.origin)},
               {"snapshots", d.snapshots},
@@ -73,6 +73,11 @@ absl::StatusOr<Json> VolumeCreate(const DaemonContext& ctx, const Json& r) {
   auto size = SizeArg(r, kArgSize);
   if (!size.ok()) return size.status();
   if (absl::Status s = RefuseReadOnlyDaemon(ctx); !s.ok()) return s;
+  if (auto taken = FindDataset(ctx, *name); taken.ok()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "'", *name, "' exists already (a ",
+        taken->kind == DatasetKind::kBlock ? "block volume" : "key-value dataset", ")"));
+  }
   // A name means one thing: no export (the primary may be exported under
   // another name) may carry it either.
   if (ctx.exports->Find(*name)) {
@@ -177,7 +182,8 @@ absl::StatusOr<Json> VolumeDestroy(const DaemonContext& ctx, const Json& r) {
     });
     if (!s.ok()) return s;
   }
-  Logger("ctl")->info("destroyed {} {}{}", DatasetKindName(info->kind), *volume,
+  Logger("ctl")->info("destroyed {} {}{}",
+                      info->kind == DatasetKind::kBlock ? "volume" : "key-value dataset", *volume,
                       disconnected > 0 ? absl::StrCat(" (", disconnected,
                                                       " client(s) get ESHUTDOWN)")
                                        : std::string());

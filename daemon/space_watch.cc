@@ -8,21 +8,19 @@ namespace ftl::daemon {
 SpaceWatch::SpaceWatch(std::vector<double> thresholds, double hysteresis)
     : thresholds_(std::move(thresholds)), hysteresis_(hysteresis) {}
 
-std::optional<SpaceWatch::Crossing> SpaceWatch::Update(double percent) {
-  size_t reached = 0;
-  while (reached < thresholds_.size() && percent >= thresholds_[reached]) ++reached;
-  if (reached > level_) {
-    level_ = reached;
-    return Crossing{true, thresholds_[reached - 1]};
+std::vector<SpaceWatch::Crossing> SpaceWatch::Update(double percent) {
+  std::vector<Crossing> out;
+  while (level_ < thresholds_.size() && percent >= thresholds_[level_]) {
+    out.push_back({true, thresholds_[level_]});
+    ++level_;
   }
-  // Thresholds still held: those at most `hysteresis` points above use.
-  size_t held = 0;
-  while (held < level_ && percent >= thresholds_[held] - hysteresis_) ++held;
-  if (held < level_) {
-    level_ = held;
-    return Crossing{false, thresholds_[held]};
+  if (!out.empty()) return out;
+  // A threshold is left once use is `hysteresis` points below it.
+  while (level_ > 0 && percent < thresholds_[level_ - 1] - hysteresis_) {
+    --level_;
+    out.push_back({false, thresholds_[level_]});
   }
-  return std::nullopt;
+  return out;
 }
 
 SpaceMonitor::SpaceMonitor(Pool* pool, std::chrono::milliseconds interval)
@@ -51,20 +49,22 @@ void SpaceMonitor::Run() {
 
 void SpaceMonitor::Poll() {
   const PoolStats s = pool_->Stats();
-  std::optional<SpaceWatch::Crossing> c = watch_.Update(s.used_percent);
-  if (!c) return;
   const double overcommit =
       s.logical_bytes ? double(s.provisioned_bytes) / double(s.logical_bytes) : 0;
-  if (c->rising) {
+  for (const SpaceWatch::Crossing& x : watch_.Update(s.used_percent)) Log(s, x, overcommit);
+}
+
+void SpaceMonitor::Log(const PoolStats& s, const SpaceWatch::Crossing& c, double overcommit) {
+  if (c.rising) {
     Logger("nbd")->warn(
         "pool use {:.1f}% crossed {:.0f}%: {} live of {} capacity, {} free; volumes provisioned "
         "{} ({:.2f}x the capacity). Writes answer ENOSPC once the pool is full: trim, delete "
         "snapshots, shrink or destroy volumes (ftlctl volume list)",
-        s.used_percent, c->threshold, FormatSize(s.live_bytes), FormatSize(s.logical_bytes),
+        s.used_percent, c.threshold, FormatSize(s.live_bytes), FormatSize(s.logical_bytes),
         FormatSize(s.free_bytes), FormatSize(s.provisioned_bytes), overcommit);
   } else {
     Logger("nbd")->info("pool use {:.1f}% is back below {:.0f}% ({} live of {} capacity)",
-                        s.used_percent, c->threshold, FormatSize(s.live_bytes),
+                        s.used_percent, c.threshold, FormatSize(s.live_bytes),
                         FormatSize(s.logical_bytes));
   }
 }

@@ -6,7 +6,7 @@
 // volumes) crosses 80%, 90% or 95%, and a line when it falls back below.
 //
 //   SpaceWatch    the decision alone: fed use percentages, it says which
-//                 crossing to log (pure, no clock, no threads).
+//                 crossings to log (pure, no clock, no threads).
 //   SpaceMonitor  a thread that polls Pool::Stats() every interval, feeds a
 //                 SpaceWatch and logs through the "nbd" logger (ftld's).
 //
@@ -17,7 +17,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -33,13 +32,13 @@ class SpaceWatch {
   explicit SpaceWatch(std::vector<double> thresholds = {80, 90, 95}, double hysteresis = 2);
 
   struct Crossing {
-    bool rising = true;    // true: use reached `threshold`; false: fell back below it
-    double threshold = 0;  // the highest threshold reached, or the lowest one left
+    bool rising = true;  // true: use reached `threshold`; false: fell back below it
+    double threshold = 0;
   };
-  // The crossing to log for use `percent`, if any: at most one per call (a
-  // jump over several thresholds names the highest reached, a fall the
-  // lowest one left).
-  std::optional<Crossing> Update(double percent);
+  // The crossings to log for use `percent`, in the order they happened:
+  // each threshold newly reached (ascending), or each one left (descending),
+  // so a jump past several between two polls still logs each one once.
+  std::vector<Crossing> Update(double percent);
   // Thresholds currently reached (0 to thresholds().size()).
   size_t level() const { return level_; }
   const std::vector<double>& thresholds() const { return thresholds_; }
@@ -64,6 +63,7 @@ class SpaceMonitor {
  private:
   void Run();
   void Poll();
+  void Log(const PoolStats& s, const SpaceWatch::Crossing& c, double overcommit);
 
   Pool* pool_;
   std::chrono::milliseconds interval_;
