@@ -1,5 +1,6 @@
 #include "daemon/space_watch.h"
 
+#include "absl/time/time.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
 
@@ -30,20 +31,18 @@ SpaceMonitor::SpaceMonitor(Pool* pool, std::chrono::milliseconds interval)
 
 void SpaceMonitor::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void SpaceMonitor::Run() {
-  std::unique_lock<std::mutex> l(mu_);
-  while (!stop_) {
-    l.unlock();
+  for (;;) {
     Poll();
-    l.lock();
-    cv_.wait_for(l, interval_, [this] { return stop_; });
+    absl::MutexLock l(&mu_);
+    // Wakes early when Stop() sets stop_.
+    if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::FromChrono(interval_))) return;
   }
 }
 

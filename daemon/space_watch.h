@@ -15,11 +15,11 @@
 // the pool (Pool::Stats is safe from any thread).
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "ftl/pool.h"
 
 namespace ftl::daemon {
@@ -68,9 +68,8 @@ class SpaceMonitor {
   Pool* pool_;
   std::chrono::milliseconds interval_;
   SpaceWatch watch_;  // the monitor thread's only
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  absl::Mutex mu_;    // a leaf: nothing else is taken under it
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

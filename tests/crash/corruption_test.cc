@@ -679,6 +679,13 @@ class ThinFullPoolTest : public ::testing::Test {
     for (int i = 0; s.ok() || i == 0; ++i) s = b->Write(b_full_ + uint64_t(i) * 4096, Pattern(3, 0, 4096));
     ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
     EXPECT_TRUE(absl::IsResourceExhausted(pool_->PrimaryVolume()->Write(0, Pattern(4, 0, 4096))));
+    // Notes that free nothing need room too; refused, they change nothing.
+    absl::Status created = pool_->CreateDataset("c", DatasetKind::kBlock, 1 << 20).status();
+    EXPECT_TRUE(absl::IsResourceExhausted(created)) << created;
+    EXPECT_EQ(pool_->GetVolume("c"), nullptr);
+    absl::Status grown = pool_->ResizeDataset("a", 2 * logical_);
+    EXPECT_TRUE(absl::IsResourceExhausted(grown)) << grown;
+    EXPECT_EQ(pool_->GetVolume("a")->size_bytes(), logical_);
   }
   void ExpectReadsServed() {
     std::vector<std::byte> out(1 << 20);
