@@ -36,11 +36,6 @@ absl::StatusOr<uint32_t> ResolveTree(const MapState& map, const std::string& ref
   return s->id;
 }
 
-bool IsWritableVolume(const MapState& map, uint32_t vol) {
-  const VolumeMeta* v = map.volume(vol);
-  return v && !v->is_snapshot();
-}
-
 absl::Status CheckUserRange(const MapState& map, uint32_t vol, Bno lba, Bno count) {
   const VolumeMeta* v = map.volume(vol);
   if (!v || v->is_snapshot()) return absl::UnavailableError("the volume was removed");

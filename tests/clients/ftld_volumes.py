@@ -411,6 +411,12 @@ SLOT = MiB          # stamps sit at multiples of 1 MiB
 SLOTS = 48
 
 
+def slots_of(size):
+    """Stamp slots inside a volume of `size` bytes (slot s covers
+    [s * SLOT, s * SLOT + BLOCK))."""
+    return min(SLOTS, (size - BLOCK) // SLOT + 1) if size >= BLOCK else 0
+
+
 def stamp(name, slot, sid):
     b = f"<{name}:{slot}:{sid}>".encode()
     return (b * (BLOCK // len(b) + 1))[:BLOCK]
@@ -427,7 +433,7 @@ def read_state(d):
         h = connect(d, name)
         assert h.get_size() == v["size_bytes"], (name, h.get_size(), v)
         stamps = {}
-        for slot in range(min(SLOTS, v["size_bytes"] // SLOT)):
+        for slot in range(slots_of(v["size_bytes"])):
             data = h.pread(BLOCK, slot * SLOT)
             if data == bytes(BLOCK):
                 continue
@@ -469,14 +475,15 @@ def test_kill9_during_create_resize_destroy(env):
                     op = r.random()
                     names = sorted(nxt)
                     if op < 0.25 and len(nxt) < 5 or not names:
-                        name = f"v{rnd}x{r.randrange(1 << 20)}"
+                        sid[0] += 1
+                        name = f"v{rnd}x{sid[0]}"  # never used before
                         size = r.randrange(1, 65) * SLOT // 2
                         nxt[name] = (size, {})
                         kind, req = "create", dict(action="create", name=name, size=size)
                     elif op < 0.55:
                         name = r.choice(names)
                         size, st = nxt[name]
-                        slots = min(SLOTS, size // SLOT)
+                        slots = slots_of(size)
                         if slots == 0:
                             continue
                         slot = r.randrange(slots)
@@ -508,7 +515,7 @@ def test_kill9_during_create_resize_destroy(env):
                             assert not rep["ok"], rep
                             counts["refused"] = counts.get("refused", 0) + 1
                             continue
-                        nxt[name] = (new, {s: v for s, v in st.items() if s * SLOT + BLOCK <= new})
+                        nxt[name] = (new, {s: v for s, v in st.items() if s < slots_of(new)})
                         kind = "grow" if new > size else "shrink" if new < size else "same"
                         req = dict(action="resize", name=name, size=new, force=force)
                     else:
