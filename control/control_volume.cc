@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "control/kv_registry.h"
+#include "registry/kv_registry.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
 #include "ftl/snapshot.h"
