@@ -20,16 +20,6 @@ std::string SnapRef(const std::string& volume, const std::string& snap) {
   return absl::StrCat(volume, "@", snap);
 }
 
-// Export names under which `volume` is served (the listed ones first).
-std::vector<std::string> ExportsOf(const DaemonContext& ctx, const std::string& volume) {
-  std::vector<std::string> listed, hidden;
-  for (const Export& e : ctx.exports->List()) {
-    if (e.volume->name() == volume) (e.listed ? listed : hidden).push_back(e.name);
-  }
-  listed.insert(listed.end(), hidden.begin(), hidden.end());
-  return listed;
-}
-
 // Every activation of a snapshot: active_volumes lists the volumes
 // activated from it, active_exports their export names (a volume without
 // an export entry shows as itself); active_volume / active_export keep the
@@ -258,18 +248,6 @@ absl::StatusOr<Json> SnapshotDeactivate(const DaemonContext& ctx, const Json& r)
   auto removed = DeactivateVolume(ctx, volume);
   if (!removed.ok()) return removed.status();
   return Json{{"deactivated", *export_name}, {"volume", volume}, {"exports_removed", *removed}};
-}
-
-// Connected clients in transmission on an export of `volume` (including
-// the "" alias of the primary).
-std::vector<ConnectionInfo> ClientsOf(const DaemonContext& ctx, const std::string& volume) {
-  std::vector<ConnectionInfo> out;
-  for (const ConnectionInfo& c : ctx.server->Connections()) {
-    if (!c.transmitting) continue;
-    std::optional<Export> e = ctx.exports->Find(c.export_name);
-    if (e && e->volume->name() == volume) out.push_back(c);
-  }
-  return out;
 }
 
 absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {

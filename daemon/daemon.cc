@@ -17,8 +17,10 @@
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
+#include "control/control_volume.h"
 #include "registry/kv_registry.h"
 #include "daemon/backing.h"
+#include "daemon/space_watch.h"
 #include "ftl/kv.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
@@ -255,6 +257,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   control::RegisterSnapshotCommands(&dispatcher, &ctx);
   control::RegisterRangeCommands(&dispatcher, &ctx);
   control::RegisterKvCommands(&dispatcher, &ctx);
+  control::RegisterVolumeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
@@ -298,6 +301,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   // Step: serve.
   server->Start();
   control->Start();
+  // Pool-use warnings at 80/90/95% (thin provisioning: daemon/space_watch.h).
+  SpaceMonitor space(&pool, std::chrono::seconds(1));
   if (resp_server) resp_server->Start();
   for (const Export& e : exports.List()) {
     if (e.listed) {
@@ -320,6 +325,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
 
   // Shutdown steps.
+  space.Stop();
   control->Stop();
   if (resp_server) resp_server->Stop();
   size_t left = server->Shutdown(kDrainTimeout);
