@@ -22,7 +22,7 @@
 // without being parsed (so without the "id" echo).
 //
 // Names below: kField* are the envelope, kCmd* the commands, kAction* the
-// verbs of "snapshot", "range" and "kv", kArg* their arguments, and kPolicy* /
+// verbs of "snapshot", "range", "kv" and "volume", kArg* their arguments, and kPolicy* /
 // kAttr* the values those arguments take; kMaxKv* bound a "kv" reply. Result fields are per command
 // and live with their handlers.
 
@@ -67,6 +67,7 @@ inline constexpr char kCmdGc[] = "gc";
 inline constexpr char kCmdSnapshot[] = "snapshot";
 inline constexpr char kCmdRange[] = "range";
 inline constexpr char kCmdKv[] = "kv";
+inline constexpr char kCmdVolume[] = "volume";
 
 // ---- actions ("action") -------------------------------------------------
 // snapshot
@@ -89,6 +90,8 @@ inline constexpr char kActionPut[] = "put";
 inline constexpr char kActionGet[] = "get";
 inline constexpr char kActionScan[] = "scan";
 inline constexpr char kActionStats[] = "stats";
+// volume (also kActionCreate, kActionList, kActionDestroy)
+inline constexpr char kActionResize[] = "resize";
 
 // ---- arguments ----------------------------------------------------------
 inline constexpr char kArgMinFreeSegments[] = "min_free_segments";  // gc
@@ -125,6 +128,9 @@ inline constexpr char kBase64Suffix[] = "_b64";
 inline constexpr char kArgSync[] = "sync";          // put/delete: default true
 inline constexpr char kArgGeometry[] = "geometry";  // create: "page=4096,pages=28,..."
 inline constexpr char kArgLimit[] = "limit";        // scan: at most this many entries
+// volume: "name" is a volume (or dataset, for list and destroy); "size" a
+// byte count or a string with a K/M/G/T suffix
+inline constexpr char kArgSize[] = "size";
 
 // ---- argument values ----------------------------------------------------
 inline constexpr char kPolicyFail[] = "fail";  // the default

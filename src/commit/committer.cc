@@ -191,7 +191,7 @@ void Committer::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vec
         fua |= r->fua;
         for (const ReqOp& op : r->ops)
           if ((op.type() == log::OpType::kWrite || op.type() == log::OpType::kTrim) &&
-              !state::IsWritableVolume(*state_->map, op.vol()))
+              !state::CheckUserRange(*state_->map, op.vol(), op.lba(), op.count()).ok())
             unsplit = gc::Slot::kCold;
       }
     }
@@ -456,7 +456,10 @@ void Committer::MaybeProve() {
   // nothing new became durable: no marker.
   if (!durability_->NeedsProof()) return;
   SubmitMany({MakeMarker([](absl::Status s) {
-    if (!s.ok()) util::Logger("core")->warn("deferred durability marker failed: {}", s.ToString());
+    // Unavailable: the pool is closing; the close's checkpoint proves
+    // every durable record, so nothing is owed.
+    if (!s.ok() && !absl::IsUnavailable(s))
+      util::Logger("core")->warn("deferred durability marker failed: {}", s.ToString());
   })});
 }
 
