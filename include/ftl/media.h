@@ -68,6 +68,13 @@ class Media {
     (void)outcome;
     return Read(offset, out);
   }
+  // As ReadVerified, but every copy is read and checked, not only until a
+  // good one is found (scrub); bad copies are rewritten from a good one.
+  // Media with one copy: ReadVerified.
+  virtual absl::Status VerifyCopies(uint64_t offset, std::span<std::byte> out, size_t unit_bytes,
+                                    ReadCheck check, ReadOutcome* outcome = nullptr) {
+    return ReadVerified(offset, out, unit_bytes, check, outcome);
+  }
   // True if a Discard'ed range reads as zeros afterwards (a file: punched
   // holes). A mirror's resilver uses it to copy zeros without writing them.
   virtual bool discard_zeroes() const { return false; }

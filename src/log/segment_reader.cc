@@ -4,11 +4,13 @@
 
 namespace ftl::log {
 
-CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset) {
-  return [media, segment_offset](uint32_t first, uint32_t n, std::span<std::byte> out, size_t unit_bytes,
-                                 ReadCheck check) {
-    return media->ReadVerified(segment_offset + uint64_t(first) * kBlock, out.subspan(0, size_t(n) * kBlock),
-                               unit_bytes, check);
+CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset, bool all_copies) {
+  return [media, segment_offset, all_copies](uint32_t first, uint32_t n, std::span<std::byte> out,
+                                             size_t unit_bytes, ReadCheck check) {
+    const uint64_t at = segment_offset + uint64_t(first) * kBlock;
+    auto span = out.subspan(0, size_t(n) * kBlock);
+    return all_copies ? media->VerifyCopies(at, span, unit_bytes, check)
+                      : media->ReadVerified(at, span, unit_bytes, check);
   };
 }
 

@@ -22,8 +22,9 @@ using CheckedBlockReader = std::function<absl::Status(uint32_t first, uint32_t n
                                                       size_t unit_bytes, ReadCheck check)>;
 // Reads the segment whose block 0 is at byte `segment_offset` of `media`
 // through ReadVerified: on a mirror, a record header or data block that
-// fails its checksum on one device is read from another and healed.
-CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset);
+// fails its checksum on one device is read from another and healed. With
+// all_copies (scrub), through VerifyCopies: every copy is checked.
+CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset, bool all_copies = false);
 
 struct ParsedRecord {
   RecordHeader header;

@@ -603,6 +603,92 @@ absl::Status MirrorMediaImpl::ReadVerified(uint64_t offset, std::span<std::byte>
   return absl::OkStatus();
 }
 
+absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte> out, size_t unit_bytes,
+                                           ReadCheck check, ReadOutcome* outcome) {
+  if (offset > data_bytes_ || out.size() > data_bytes_ - offset)
+    return absl::OutOfRangeError(absl::StrCat("mirror: read [", offset, ", +", out.size(), ") past the end"));
+  if (out.empty()) return absl::OkStatus();
+  if (unit_bytes == 0 || unit_bytes > out.size()) unit_bytes = out.size();
+  const size_t units = (out.size() + unit_bytes - 1) / unit_bytes;
+  struct Copy {
+    int member;
+    AlignedBuffer data;
+    bool readable;
+  };
+  std::vector<Copy> copies;
+  struct Fix {
+    size_t unit;
+    int from;
+    std::vector<int> to;
+    uint64_t bad;
+  };
+  std::vector<Fix> fixes;
+  ReadOutcome local;
+  bool any_read = false;
+  absl::Status first_error;
+  {
+    absl::ReaderMutexLock l(&mu_);
+    for (int i : ReadOrder(offset)) {
+      Member& m = *members_[i];
+      Copy c{i, AlignedBuffer(out.size()), true};
+      m.reads.fetch_add(1, std::memory_order_relaxed);
+      if (absl::Status s = m.media->Read(kLabelAreaBytes + offset, c.data.span()); !s.ok()) {
+        m.read_errors.fetch_add(1, std::memory_order_relaxed);
+        if (first_error.ok()) first_error = s;
+        c.readable = false;
+      } else if (!any_read) {
+        std::memcpy(out.data(), c.data.data(), out.size());
+        any_read = true;
+      }
+      copies.push_back(std::move(c));
+    }
+    if (copies.empty()) return absl::UnavailableError("mirror: no ONLINE device");
+    if (!any_read) return first_error;
+    for (size_t u = 0; u < units; ++u) {
+      const size_t at = u * unit_bytes, len = std::min(unit_bytes, out.size() - at);
+      Fix fix{u, -1, {}, 0};
+      std::vector<int> bad_members;
+      bool any_bad = false;
+      for (Copy& c : copies) {
+        ReadVerdict v = c.readable ? check(u, c.data.span().subspan(at, len)) : ReadVerdict::kBad;
+        if (v == ReadVerdict::kGood) {
+          if (fix.from < 0) {
+            fix.from = c.member;
+            std::memcpy(out.data() + at, c.data.data() + at, len);
+          }
+          continue;
+        }
+        fix.to.push_back(c.member);
+        if (v == ReadVerdict::kBad) {
+          any_bad = true;
+          ++fix.bad;
+          if (c.readable) bad_members.push_back(c.member);
+        }
+      }
+      if (fix.from < 0) {
+        if (any_bad) {
+          ++local.unrecovered;
+          unrecovered_units_.fetch_add(1, std::memory_order_relaxed);
+        }
+        continue;
+      }
+      for (int i : bad_members) members_[i]->checksum_errors.fetch_add(1, std::memory_order_relaxed);
+      local.bad_copies += fix.bad;
+      if (!fix.to.empty()) fixes.push_back(std::move(fix));
+    }
+  }
+  for (const Fix& fix : fixes) {
+    const size_t at = fix.unit * unit_bytes, len = std::min(unit_bytes, out.size() - at);
+    if (Repair(offset + at, len, fix.from, fix.to, unit_bytes, fix.unit, &check) > 0) local.repaired += fix.bad;
+  }
+  if (outcome) {
+    outcome->bad_copies += local.bad_copies;
+    outcome->repaired += local.repaired;
+    outcome->unrecovered += local.unrecovered;
+  }
+  return absl::OkStatus();
+}
+
 uint64_t MirrorMediaImpl::Repair(uint64_t offset, uint64_t len, int from, const std::vector<int>& to,
                                  size_t unit_bytes, size_t first_unit, const ReadCheck* check) {
   if (opts_.read_only || to.empty()) return 0;

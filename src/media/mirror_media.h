@@ -49,6 +49,8 @@ class MirrorMediaImpl : public MirrorMedia {
   absl::Status Read(uint64_t offset, std::span<std::byte> out) override;
   absl::Status ReadVerified(uint64_t offset, std::span<std::byte> out, size_t unit_bytes,
                             ReadCheck check, ReadOutcome* outcome) override;
+  absl::Status VerifyCopies(uint64_t offset, std::span<std::byte> out, size_t unit_bytes, ReadCheck check,
+                            ReadOutcome* outcome) override;
   absl::Status Write(uint64_t offset, std::span<const std::byte> data) override;
   absl::Status WriteGather(uint64_t offset,
                            std::span<const std::span<const std::byte>> pieces) override;

@@ -151,7 +151,7 @@ void Scrubber::Pass(const ScrubOptions& opts) {
       auto sb = log::DecodeSuperblock(b);
       return sb.ok() ? ReadVerdict::kGood : ReadVerdict::kBad;
     };
-    if (absl::Status s = media_->ReadVerified(0, buf.span(), kBlockSize, check, &outcome); !s.ok()) {
+    if (absl::Status s = media_->VerifyCopies(0, buf.span(), kBlockSize, check, &outcome); !s.ok()) {
       Damage(absl::StrCat("superblocks unreadable: ", s.message()));
     } else {
       for (int i = 0; i < 2; ++i)
@@ -172,7 +172,7 @@ void Scrubber::Pass(const ScrubOptions& opts) {
         return util::Xxh3(b.subspan(0, si.bytes)) == si.xxh3 ? ReadVerdict::kGood : ReadVerdict::kBad;
       };
       uint64_t off = (2 + uint64_t(slot) * sb.ckpt_slot_blocks) * kBlockSize;
-      if (!media_->ReadVerified(off, buf.span(), buf.size(), check, &outcome).ok() ||
+      if (!media_->VerifyCopies(off, buf.span(), buf.size(), check, &outcome).ok() ||
           util::Xxh3(buf.span().subspan(0, si.bytes)) != si.xxh3)
         Damage(absl::StrFormat("checkpoint slot %d is damaged", slot));
       bytes_read += buf.size();
@@ -212,7 +212,7 @@ void Scrubber::Pass(const ScrubOptions& opts) {
       auto check = [&live, i](size_t u, std::span<const std::byte> b) {
         return util::BlockChecksum(b) == live[i + u].second ? ReadVerdict::kGood : ReadVerdict::kBad;
       };
-      absl::Status s = media_->ReadVerified(MediaOffset(live[i].first), run, kBlockSize, check, &outcome);
+      absl::Status s = media_->VerifyCopies(MediaOffset(live[i].first), run, kBlockSize, check, &outcome);
       if (!s.ok()) {
         for (size_t k = i; k < j; ++k)
           Damage(absl::StrFormat("physical block %d (segment %d) unreadable: %s", live[k].first, sg.seg,
@@ -243,7 +243,7 @@ void Scrubber::Pass(const ScrubOptions& opts) {
       so.verify_data = false;
       so.resync_after_damage = true;
       const uint64_t seg_off = data_offset_ + uint64_t(sg.seg) * segment_blocks_ * kBlockSize;
-      log::SegmentScan scan = log::ScanSegment(so, log::MediaSegmentReader(media_.get(), seg_off));
+      log::SegmentScan scan = log::ScanSegment(so, log::MediaSegmentReader(media_.get(), seg_off, /*all_copies=*/true));
       if (scan.damaged > 0)
         Damage(absl::StrFormat("segment %d: %d damaged record header(s), the first at block %d", sg.seg,
                                scan.damaged, scan.first_damaged_block));
