@@ -331,22 +331,25 @@ absl::Status MirrorMediaImpl::WriteLabels() {
   return absl::InternalError("mirror: labels could not be written");
 }
 
-void MirrorMediaImpl::Demote(int i, MemberState to, const std::string& reason) {
+absl::Status MirrorMediaImpl::Demote(int i, MemberState to, const std::string& reason) {
   absl::MutexLock l(&mu_);
   Member& m = *members_[i];
-  if (!Writable(m)) return;
+  if (!Writable(m)) return absl::OkStatus();
   if (m.state == MemberState::kOnline && OnlineCount() == 1) {
     util::Logger("media")->error("mirror: {} failed ({}) but is the last ONLINE device; keeping it", m.name,
                                  reason);
-    return;
+    return absl::UnavailableError(absl::StrCat(m.name, ": ", reason));
   }
   m.state = to;
   m.reason = reason;
   util::Logger("media")->error("mirror {} is DEGRADED: device {} is {}: {}", GuidToString(set_uuid_), m.name,
                                DeviceStateName(ToDeviceState(to)), reason);
-  if (absl::Status s = WriteLabels(); !s.ok())
+  if (absl::Status s = WriteLabels(); !s.ok()) {
     util::Logger("media")->error("mirror: could not record that {} is {}: {}", m.name,
                                  DeviceStateName(ToDeviceState(to)), s.ToString());
+    return s;
+  }
+  return absl::OkStatus();
 }
 
 // ---- writes
@@ -384,15 +387,20 @@ MirrorMediaImpl::Fanout MirrorMediaImpl::ToAll(const std::function<absl::Status(
 absl::Status MirrorMediaImpl::Settle(const char* what, uint64_t offset, Fanout f) {
   if (f.targets == 0) return absl::UnavailableError("mirror: no device left to write");
   if (f.failed.empty()) return absl::OkStatus();
+  absl::Status recorded;
   for (const auto& [i, s] : f.failed) {
     {
       absl::ReaderMutexLock l(&mu_);
       members_[i]->write_errors.fetch_add(1, std::memory_order_relaxed);
     }
-    if (f.online_ok > 0)
-      Demote(i, MemberState::kFaulted, absl::StrCat(what, " error at ", offset, ": ", s.message()));
+    if (f.online_ok > 0) {
+      absl::Status d = Demote(i, MemberState::kFaulted, absl::StrCat(what, " error at ", offset, ": ", s.message()));
+      if (!d.ok() && recorded.ok()) recorded = d;
+    }
   }
   if (f.online_ok == 0) return f.failed.front().second;
+  // The survivors' labels must say who missed this before it counts.
+  if (!recorded.ok()) return recorded;
   // Done if a member that did it is still ONLINE (two writers that failed
   // on different members cannot both demote: the last stays).
   absl::ReaderMutexLock l(&mu_);
@@ -726,7 +734,7 @@ uint64_t MirrorMediaImpl::Repair(uint64_t offset, uint64_t len, int from, const 
                                 members_[from]->name, written);
   }
   for (const auto& [i, s] : failed)
-    Demote(i, MemberState::kFaulted, absl::StrCat("self-heal write error at ", offset, ": ", s.message()));
+    (void)Demote(i, MemberState::kFaulted, absl::StrCat("self-heal write error at ", offset, ": ", s.message()));
   return written;
 }
 
@@ -988,7 +996,7 @@ absl::Status MirrorMediaImpl::ResilverPass(const std::vector<std::pair<int, uint
     }
     for (const auto& [i, s] : failed) {
       members_[i]->write_errors.fetch_add(1, std::memory_order_relaxed);
-      Demote(i, MemberState::kFaulted, absl::StrCat("resilver write error: ", s.message()));
+      (void)Demote(i, MemberState::kFaulted, absl::StrCat("resilver write error: ", s.message()));
     }
     {
       absl::MutexLock l(&resilver_mu_);

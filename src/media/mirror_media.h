@@ -131,8 +131,11 @@ class MirrorMediaImpl : public MirrorMedia {
   // one) and says whether the I/O counts as done.
   absl::Status Settle(const char* what, uint64_t offset, Fanout f) ABSL_LOCKS_EXCLUDED(mu_);
   // Makes member i FAULTED (or OFFLINE) with a reason and writes the labels
-  // before returning. Does nothing if it is no longer writable.
-  void Demote(int i, MemberState to, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // before returning. OK if it is no longer writable. An error if it is
+  // the last ONLINE member or the labels could not be written: then the
+  // I/O that failed on it must fail too (a device that missed writes must
+  // never be read as if it had them).
+  absl::Status Demote(int i, MemberState to, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes a new label generation to every writable member (A, sync, B,
   // sync). A member that fails its label write is demoted and the labels
   // written again.

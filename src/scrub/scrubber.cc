@@ -11,6 +11,7 @@
 // - Counts: errors = bad copies the media found (ReadOutcome::bad_copies)
 //   plus blocks still failing after the read; repaired = bad copies
 //   rewritten; unrecoverable = blocks, headers or metadata still failing.
+// - A pass that repaired something syncs the media at its end.
 
 #include "scrub/scrubber.h"
 
@@ -253,6 +254,10 @@ void Scrubber::Pass(const ScrubOptions& opts) {
     }
     state_->Unpin({sg.seg});
     if (stopped) break;
+  }
+  // Repairs are writes like any other: durable once synced.
+  if (outcome.repaired > 0) {
+    if (absl::Status s = media_->Sync(); !s.ok()) log->error("scrub: sync after repairs failed: {}", s.ToString());
   }
   absl::MutexLock l(&mu_);
   status_.errors += outcome.bad_copies;
