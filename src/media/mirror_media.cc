@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "media/aligned_buffer.h"
 #include "util/logging.h"
 
@@ -76,8 +77,39 @@ absl::StatusOr<Label> ReadLabel(Media& media) {
 
 }  // namespace
 
+MirrorMediaImpl::Helper::Helper() : thread_([this] { Loop(); }) {}
+
+MirrorMediaImpl::Helper::~Helper() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void MirrorMediaImpl::Helper::Run(std::function<void()> fn) {
+  absl::MutexLock l(&mu_);
+  queue_.push_back(std::move(fn));
+}
+
+void MirrorMediaImpl::Helper::Loop() {
+  std::vector<std::function<void()>> batch;
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      mu_.Await(absl::Condition(this, &Helper::Ready));
+      if (queue_.empty()) return;
+      batch.swap(queue_);
+    }
+    for (auto& fn : batch) fn();
+    batch.clear();
+  }
+}
+
 MirrorMediaImpl::MirrorMediaImpl(const MirrorOptions& opts, Guid set_uuid, uint64_t data_bytes)
-    : opts_(opts), set_uuid_(set_uuid), data_bytes_(data_bytes) {}
+    : opts_(opts), set_uuid_(set_uuid), data_bytes_(data_bytes) {
+  for (auto& h : helpers_) h = std::make_unique<Helper>();
+}
 
 MirrorMediaImpl::~MirrorMediaImpl() { Shutdown(); }
 
@@ -362,16 +394,21 @@ MirrorMediaImpl::Fanout MirrorMediaImpl::ToAll(const std::function<absl::Status(
     if (Writable(*members_[i])) targets.push_back(int(i));
   f.targets = int(targets.size());
   std::vector<absl::Status> st(targets.size());
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < targets.size(); ++k) {
+  // All but the first on the members' helper threads, the first here.
+  const size_t helped = parallel && targets.size() > 1 ? targets.size() - 1 : 0;
+  absl::BlockingCounter left{int(helped)};
+  for (size_t k = 1; k <= helped; ++k) {
     Media* media = members_[targets[k]]->media.get();
-    if (parallel && k + 1 < targets.size()) {
-      threads.emplace_back([&st, k, media, &io] { st[k] = io(*media); });
-    } else {
+    helpers_[targets[k]]->Run([&st, &left, &io, k, media] {
       st[k] = io(*media);
-    }
+      left.DecrementCount();
+    });
   }
-  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < targets.size(); ++k) {
+    if (k >= 1 && k <= helped) continue;
+    st[k] = io(*members_[targets[k]]->media);
+  }
+  left.Wait();
   for (size_t k = 0; k < targets.size(); ++k) {
     Member& m = *members_[targets[k]];
     m.writes.fetch_add(1, std::memory_order_relaxed);
@@ -421,7 +458,7 @@ absl::Status MirrorMediaImpl::Write(uint64_t offset, std::span<const std::byte> 
   {
     StripeLock sl(this, offset, data.size(), false);
     absl::ReaderMutexLock l(&mu_);
-    f = ToAll([&](Media& m) { return m.Write(kLabelAreaBytes + offset, data); }, false);
+    f = ToAll([&](Media& m) { return m.Write(kLabelAreaBytes + offset, data); }, data.size() >= kParallelBytes);
   }
   return Settle("write", offset, std::move(f));
 }
@@ -436,7 +473,7 @@ absl::Status MirrorMediaImpl::WriteGather(uint64_t offset,
   {
     StripeLock sl(this, offset, len, false);
     absl::ReaderMutexLock l(&mu_);
-    f = ToAll([&](Media& m) { return m.WriteGather(kLabelAreaBytes + offset, pieces); }, false);
+    f = ToAll([&](Media& m) { return m.WriteGather(kLabelAreaBytes + offset, pieces); }, len >= kParallelBytes);
   }
   return Settle("write", offset, std::move(f));
 }

@@ -23,6 +23,7 @@
 // Nothing takes a stripe lock while holding mu_.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -101,6 +102,26 @@ class MirrorMediaImpl : public MirrorMedia {
     bool exclusive_;
     uint64_t mask_ = 0;  // bit i: stripes_[i] held
   };
+  // A thread that runs I/O for one member, so that a big write or a sync
+  // goes to all devices at once (ToAll with parallel).
+  class Helper {
+   public:
+    Helper();
+    ~Helper();
+    void Run(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); }
+    void Loop();
+    absl::Mutex mu_;
+    std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+    bool stop_ ABSL_GUARDED_BY(mu_) = false;
+    std::thread thread_;
+  };
+  // Writes from this size on go to the devices in parallel (smaller ones
+  // one after the other: on a busy host a thread hand-off can cost more
+  // than the copy; bench/JOURNAL.md, "Mirror writes"). Syncs always do.
+  static constexpr uint64_t kParallelBytes = 256 << 10;
   static constexpr int kStripes = 64;
   static constexpr uint64_t kStripeBytes = 1ull << 20;
 
@@ -166,6 +187,7 @@ class MirrorMediaImpl : public MirrorMedia {
   std::vector<std::unique_ptr<Member>> members_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 
+  std::unique_ptr<Helper> helpers_[kMaxMirrorDevices];  // made at construction
   std::atomic<uint64_t> healed_units_{0}, healed_bytes_{0}, unrecovered_units_{0};
   std::atomic<uint64_t> read_rr_{0};
 

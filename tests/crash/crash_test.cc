@@ -493,7 +493,9 @@ TEST(CrashTest, MirrorRandomCrashPointsAgainstModel) {
     auto scrub = pool->Scrub({.rate_bytes_per_sec = 0});
     ASSERT_OK(scrub);
     ASSERT_EQ(scrub->unrecoverable, 0u) << "iteration " << it << ": " << scrub->damage[0];
-    if (mode != 2) ASSERT_EQ(scrub->errors, 0u) << "iteration " << it << " (mode " << mode << "): the devices differ";
+    if (mode != 2) {
+      ASSERT_EQ(scrub->errors, 0u) << "iteration " << it << " (mode " << mode << "): the devices differ";
+    }
     scrub_repairs += scrub->repaired;
     pool->ResumeCleaner();
     if (it % 25 == 24) {
