@@ -9,7 +9,9 @@
 #                           [--rounds N] [--quick]
 #
 # Workloads: 4 KiB randwrite and randread at QD 32, 128 KiB sequential
-# write and read at QD 32. Prints per-round IOPS and the median ratio
+# write and read at QD 32. Every fio run starts after a `sync`, so that
+# neither side pays for the other's write-back. --dir /dev/shm puts the
+# backing files in memory: what the mirror costs in CPU alone. Prints per-round IOPS and the median ratio
 # mirror/single. mdadm --level=1 cannot run here (no md kernel module), so
 # there is no md peer. Never timed assertions: this only prints. Kills only
 # what it started.
@@ -83,6 +85,9 @@ PY
 }
 run_fio() {  # server rw bs qd -> IOPS
   local out="$DIR/fio-$1-$2-$3-$4.json"
+  # Start each run without the previous run's dirty pages still being
+  # written back (which would slow whichever ran second).
+  sync
   fio --name="$1" --ioengine=nbd --uri="${URI[$1]}" --rw="$2" --bs="$3" --iodepth="$4" \
       --numjobs=1 --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 \
       --output-format=json --output="$out" >/dev/null

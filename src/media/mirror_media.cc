@@ -657,10 +657,13 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
   const size_t units = (out.size() + unit_bytes - 1) / unit_bytes;
   struct Copy {
     int member;
-    AlignedBuffer data;
+    std::span<std::byte> data;
     bool readable;
   };
   std::vector<Copy> copies;
+  // Per-thread scratch, reused: a fresh 256 KiB buffer per call is an
+  // mmap and munmap (a TLB shootdown on every CPU) and 64 page faults.
+  thread_local std::vector<AlignedBuffer> scratch;
   struct Fix {
     size_t unit;
     int from;
@@ -675,9 +678,12 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
     absl::ReaderMutexLock l(&mu_);
     for (int i : ReadOrder(offset)) {
       Member& m = *members_[i];
-      Copy c{i, AlignedBuffer(out.size()), true};
+      const size_t k = copies.size();
+      if (scratch.size() <= k) scratch.resize(k + 1);
+      if (scratch[k].size() < out.size()) scratch[k] = AlignedBuffer(out.size());
+      Copy c{i, scratch[k].span().subspan(0, out.size()), true};
       m.reads.fetch_add(1, std::memory_order_relaxed);
-      if (absl::Status s = m.media->Read(kLabelAreaBytes + offset, c.data.span()); !s.ok()) {
+      if (absl::Status s = m.media->Read(kLabelAreaBytes + offset, c.data); !s.ok()) {
         m.read_errors.fetch_add(1, std::memory_order_relaxed);
         if (first_error.ok()) first_error = s;
         c.readable = false;
@@ -695,7 +701,7 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
       std::vector<int> bad_members;
       bool any_bad = false;
       for (Copy& c : copies) {
-        ReadVerdict v = c.readable ? check(u, c.data.span().subspan(at, len)) : ReadVerdict::kBad;
+        ReadVerdict v = c.readable ? check(u, c.data.subspan(at, len)) : ReadVerdict::kBad;
         if (v == ReadVerdict::kGood) {
           if (fix.from < 0) {
             fix.from = c.member;

@@ -2,7 +2,8 @@
 //
 // Details fixed here:
 // - Live blocks are listed per segment under map_mu shared and read in
-//   runs of up to 64 consecutive blocks. A block that has died since is
+//   runs of up to 64 consecutive blocks; the rate is kept between
+//   segments (a segment is read at once, then the pass sleeps). A block that has died since is
 //   still intact (a pinned segment is not rewritten), so it verifies too.
 // - Record headers are scanned only in full segments with live blocks:
 //   nothing writes them any more, and a full segment without live blocks
@@ -232,7 +233,10 @@ void Scrubber::Pass(const ScrubOptions& opts) {
         status_.scanned_bytes += n * kBlockSize;
       }
       i = j;
-      if (!Pace(opts, t0, bytes_read)) {
+      // Paced between segments only: the pin is held while reading, not
+      // while sleeping (the cleaner waits for pins before reusing a
+      // segment).
+      if (stop_) {
         stopped = true;
         break;
       }
