@@ -5,8 +5,8 @@
 # mirror, and foreground 4 KiB random IOPS on the mirror with a scrub
 # running at its default rate (64 MiB/s) against none, alternating.
 #
-#   bench/mirror_compare.sh [--ftld PATH] [--dir DIR] [--size SIZE] [--runtime SEC]
-#                           [--rounds N] [--quick]
+#   bench/mirror_compare.sh [--ftld PATH] [--dir DIR] [--size SIZE] [--backing SIZE]
+#                           [--runtime SEC] [--rounds N] [--quick]
 #
 # Workloads: 4 KiB randwrite and randread at QD 32, 128 KiB sequential
 # write and read at QD 32. Every fio run starts after a `sync`, so that
@@ -24,7 +24,7 @@ source "$here/bench_lib.sh"
 FTLD="${here}/../build/daemon/ftld"
 DIR=""
 SIZE="1G"
-BACKING="4G"
+BACKING=""     # each backing file; default 4G, or 3x --size when that is given
 RUNTIME=15
 ROUNDS=3
 while [[ $# -gt 0 ]]; do
@@ -32,6 +32,7 @@ while [[ $# -gt 0 ]]; do
     --ftld) FTLD="$2"; shift 2 ;;
     --dir) DIR="$2"; shift 2 ;;
     --size) SIZE="$2"; shift 2 ;;
+    --backing) BACKING="$2"; shift 2 ;;
     --runtime) RUNTIME="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --quick) SIZE="256M"; BACKING="1G"; RUNTIME=3; ROUNDS=1; shift ;;
@@ -39,6 +40,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if [[ -z "$BACKING" ]]; then
+  if [[ "$SIZE" == "1G" ]]; then BACKING="4G"; else
+    BACKING="$(( $(numfmt --from=iec "$SIZE") * 3 / 1048576 ))M"; fi
+fi
 for tool in fio nbdinfo python3; do
   command -v "$tool" >/dev/null || { echo "mirror_compare: $tool not installed" >&2; exit 2; }
 done

@@ -33,6 +33,8 @@ struct ReadOutcome {
   uint64_t bad_copies = 0;    // units of some copy that were kBad or unreadable
   uint64_t repaired = 0;      // of those, rewritten from a good copy
   uint64_t unrecovered = 0;   // units no copy of which was kGood or kUnsure
+  uint64_t good = 0;          // units in `out` that the check called kGood
+                              // (media that do not check leave it 0)
 };
 
 class Media {

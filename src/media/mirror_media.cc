@@ -579,6 +579,7 @@ absl::Status MirrorMediaImpl::ReadVerified(uint64_t offset, std::span<std::byte>
       const size_t at = u * unit_bytes, len = std::min(unit_bytes, out.size() - at);
       std::span<std::byte> unit = out.subspan(at, len);
       ReadVerdict v = check(u, unit);
+      if (v == ReadVerdict::kGood) ++local.good;
       if (v == ReadVerdict::kGood && unreadable.empty()) continue;
       Fix fix{u, v == ReadVerdict::kGood ? first : -1, unreadable, uint64_t(unreadable.size())};
       bool any_bad = v == ReadVerdict::kBad;
@@ -608,6 +609,7 @@ absl::Status MirrorMediaImpl::ReadVerified(uint64_t offset, std::span<std::byte>
         if (v2 == ReadVerdict::kGood) {
           std::memcpy(unit.data(), a.data(), len);
           fix.from = i;
+          ++local.good;
           break;
         }
         fix.to.push_back(i);
@@ -644,6 +646,7 @@ absl::Status MirrorMediaImpl::ReadVerified(uint64_t offset, std::span<std::byte>
     outcome->bad_copies += local.bad_copies;
     outcome->repaired += local.repaired;
     outcome->unrecovered += local.unrecovered;
+    outcome->good += local.good;
   }
   return absl::OkStatus();
 }
@@ -705,6 +708,7 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
         if (v == ReadVerdict::kGood) {
           if (fix.from < 0) {
             fix.from = c.member;
+            ++local.good;
             std::memcpy(out.data() + at, c.data.data() + at, len);
           }
           continue;
@@ -736,6 +740,7 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
     outcome->bad_copies += local.bad_copies;
     outcome->repaired += local.repaired;
     outcome->unrecovered += local.unrecovered;
+    outcome->good += local.good;
   }
   return absl::OkStatus();
 }
@@ -745,10 +750,12 @@ uint64_t MirrorMediaImpl::Repair(uint64_t offset, uint64_t len, int from, const 
   if (opts_.read_only || to.empty()) return 0;
   std::vector<std::pair<int, absl::Status>> failed;
   uint64_t written = 0;
+  std::string from_name;
   {
     StripeLock sl(this, offset, len, true);
     absl::ReaderMutexLock l(&mu_);
     if (!Readable(*members_[from])) return 0;
+    from_name = members_[from]->name;
     AlignedBuffer buf(len);
     if (!members_[from]->media->Read(kLabelAreaBytes + offset, buf.span()).ok()) return 0;
     if (check) {
@@ -773,8 +780,8 @@ uint64_t MirrorMediaImpl::Repair(uint64_t offset, uint64_t len, int from, const 
   if (written > 0) {
     healed_units_.fetch_add(1, std::memory_order_relaxed);
     healed_bytes_.fetch_add(written, std::memory_order_relaxed);
-    util::Logger("media")->warn("mirror: healed [{}, +{}) from {} ({} bytes rewritten)", offset, len,
-                                members_[from]->name, written);
+    util::Logger("media")->warn("mirror: healed [{}, +{}) from {} ({} bytes rewritten)", offset, len, from_name,
+                                written);
   }
   for (const auto& [i, s] : failed)
     (void)Demote(i, MemberState::kFaulted, absl::StrCat("self-heal write error at ", offset, ": ", s.message()));
@@ -1038,7 +1045,10 @@ absl::Status MirrorMediaImpl::ResilverPass(const std::vector<std::pair<int, uint
       }
     }
     for (const auto& [i, s] : failed) {
-      members_[i]->write_errors.fetch_add(1, std::memory_order_relaxed);
+      {
+        absl::ReaderMutexLock l(&mu_);
+        members_[i]->write_errors.fetch_add(1, std::memory_order_relaxed);
+      }
       (void)Demote(i, MemberState::kFaulted, absl::StrCat("resilver write error: ", s.message()));
     }
     {
