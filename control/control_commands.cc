@@ -61,6 +61,7 @@ absl::StatusOr<Json> Status(const DaemonContext& ctx) {
               {"geometry", GeometryJson(ctx.pool->geometry())},
               {"devices", {{"vdev", ctx.mirror ? "mirror" : "single"},
                            {"state", ctx.mirror ? ctx.mirror->State() : "ONLINE"}}},
+              {"space", SpaceJson(ctx.pool->Stats())},
               {"exports", ExportsJson(*ctx.exports)},
               {"clients", ClientsJson(*ctx.server)}};
 }
@@ -166,6 +167,25 @@ absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::str
   return tree->ToString();
 }
 
+std::vector<std::string> ExportsOf(const DaemonContext& ctx, const std::string& volume) {
+  std::vector<std::string> listed, hidden;
+  for (const Export& e : ctx.exports->List()) {
+    if (e.volume->name() == volume) (e.listed ? listed : hidden).push_back(e.name);
+  }
+  listed.insert(listed.end(), hidden.begin(), hidden.end());
+  return listed;
+}
+
+std::vector<ConnectionInfo> ClientsOf(const DaemonContext& ctx, const std::string& volume) {
+  std::vector<ConnectionInfo> out;
+  for (const ConnectionInfo& c : ctx.server->Connections()) {
+    if (!c.transmitting) continue;
+    std::optional<Export> e = ctx.exports->Find(c.export_name);
+    if (e && e->volume->name() == volume) out.push_back(c);
+  }
+  return out;
+}
+
 absl::Status RequireBlock(const DaemonContext& ctx, const std::string& volume,
                           const std::string& what) {
   if (volume.empty()) return absl::OkStatus();  // the primary volume
@@ -231,7 +251,24 @@ Json PoolStatsJson(const PoolStats& s) {
               {"metadata_bytes", s.metadata_bytes},
               {"metadata_capacity_bytes", s.metadata_capacity},
               {"cleaner_state", s.cleaner_state},
-              {"proof_pending", s.proof_pending}};
+              {"proof_pending", s.proof_pending},
+              {"provisioned_bytes", s.provisioned_bytes},
+              {"logical_bytes", s.logical_bytes},
+              {"overcommit", Overcommit(s)},
+              {"used_percent", s.used_percent}};
+}
+
+double Overcommit(const PoolStats& s) {
+  return s.logical_bytes ? double(s.provisioned_bytes) / double(s.logical_bytes) : 0;
+}
+
+Json SpaceJson(const PoolStats& s) {
+  return Json{{"logical_bytes", s.logical_bytes},
+              {"provisioned_bytes", s.provisioned_bytes},
+              {"overcommit", Overcommit(s)},
+              {"live_bytes", s.live_bytes},
+              {"used_percent", s.used_percent},
+              {"free_bytes", s.free_bytes}};
 }
 
 Json VolumeStatsJson(const VolumeStats& s) {

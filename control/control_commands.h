@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "control/control.h"
 #include "ftl/mirror.h"
@@ -14,14 +15,20 @@
 
 namespace ftl::control {
 
+}  // namespace ftl::control
+namespace ftl::registry {
 class KvRegistry;
+}  // namespace ftl::registry
+namespace ftl::control {
+
+using registry::KvRegistry;
 
 // What the handlers may look at. Not owned; all outlive the dispatcher's use.
 struct DaemonContext {
   Pool* pool = nullptr;
   nbd::Server* server = nullptr;
   nbd::ExportTable* exports = nullptr;
-  KvRegistry* kv = nullptr;   // the open key-value stores (control/kv_registry.h)
+  KvRegistry* kv = nullptr;   // the open key-value stores (registry/kv_registry.h)
   MirrorMedia* mirror = nullptr;  // the pool's media if it is a mirror (control/control_device.h)
   std::string backing;        // as given on the command line
   std::string media;          // Media::Describe()
@@ -51,6 +58,13 @@ absl::StatusOr<std::string> ResolveSnapshotVolume(const DaemonContext& ctx,
 // follow the name rules.
 absl::StatusOr<std::string> ResolveTree(const DaemonContext& ctx, const std::string& ref);
 
+// Export names under which `volume` (an engine name) is served, the listed
+// ones first.
+std::vector<std::string> ExportsOf(const DaemonContext& ctx, const std::string& volume);
+// Connected clients in transmission on an export of `volume` (including
+// the "" alias of the primary).
+std::vector<nbd::ConnectionInfo> ClientsOf(const DaemonContext& ctx, const std::string& volume);
+
 // OK if `volume` (an engine name, as the functions above return) is no
 // key-value dataset; FailedPrecondition naming `what` (a block-only verb,
 // e.g. "range operations") otherwise.
@@ -62,6 +76,12 @@ Json GeometryJson(const Geometry& g);
 Json ExportJson(const nbd::Export& e);
 Json ExportsJson(const nbd::ExportTable& exports);
 Json PoolStatsJson(const PoolStats& s);
+// Thin provisioning (docs/decisions.md, "Issue 22: datasets at will"):
+// provisioned / logical bytes (0 without capacity), and status's "space"
+// object {logical_bytes, provisioned_bytes, overcommit, live_bytes,
+// used_percent, free_bytes}.
+double Overcommit(const PoolStats& s);
+Json SpaceJson(const PoolStats& s);
 Json VolumeStatsJson(const VolumeStats& s);
 // The devices of the pool (control/control_device.cc): the mirror's, or
 // the one BACKING; and a scrub's status.

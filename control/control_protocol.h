@@ -22,7 +22,7 @@
 // without being parsed (so without the "id" echo).
 //
 // Names below: kField* are the envelope, kCmd* the commands, kAction* the
-// verbs of "snapshot", "range" and "kv", kArg* their arguments, and kPolicy* /
+// verbs of "snapshot", "range", "kv" and "volume", kArg* their arguments, and kPolicy* /
 // kAttr* the values those arguments take; kMaxKv* bound a "kv" reply. Result fields are per command
 // and live with their handlers.
 
@@ -69,6 +69,7 @@ inline constexpr char kCmdRange[] = "range";
 inline constexpr char kCmdKv[] = "kv";
 inline constexpr char kCmdDevice[] = "device";  // issue 22: a mirror's devices
 inline constexpr char kCmdScrub[] = "scrub";
+inline constexpr char kCmdVolume[] = "volume";
 
 // ---- actions ("action") -------------------------------------------------
 // snapshot
@@ -91,6 +92,8 @@ inline constexpr char kActionPut[] = "put";
 inline constexpr char kActionGet[] = "get";
 inline constexpr char kActionScan[] = "scan";
 inline constexpr char kActionStats[] = "stats";
+// volume (also kActionCreate, kActionList, kActionDestroy)
+inline constexpr char kActionResize[] = "resize";
 
 // ---- arguments ----------------------------------------------------------
 inline constexpr char kArgMinFreeSegments[] = "min_free_segments";  // gc
@@ -141,6 +144,9 @@ inline constexpr char kActionReplace[] = "replace";
 inline constexpr char kActionStart[] = "start";
 inline constexpr char kActionStop[] = "stop";
 inline constexpr char kActionStatus[] = "status";
+// volume: "name" is a volume (or dataset, for list and destroy); "size" a
+// byte count or a string with a K/M/G/T suffix
+inline constexpr char kArgSize[] = "size";
 
 // ---- argument values ----------------------------------------------------
 inline constexpr char kPolicyFail[] = "fail";  // the default

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "control/kv_registry.h"
+#include "registry/kv_registry.h"
 
 namespace ftl::control {
 
@@ -18,16 +18,6 @@ namespace {
 // always holds the '@'.
 std::string SnapRef(const std::string& volume, const std::string& snap) {
   return absl::StrCat(volume, "@", snap);
-}
-
-// Export names under which `volume` is served (the listed ones first).
-std::vector<std::string> ExportsOf(const DaemonContext& ctx, const std::string& volume) {
-  std::vector<std::string> listed, hidden;
-  for (const Export& e : ctx.exports->List()) {
-    if (e.volume->name() == volume) (e.listed ? listed : hidden).push_back(e.name);
-  }
-  listed.insert(listed.end(), hidden.begin(), hidden.end());
-  return listed;
 }
 
 // Every activation of a snapshot: active_volumes lists the volumes
@@ -80,7 +70,7 @@ absl::StatusOr<std::vector<std::string>> DeactivateVolume(const DaemonContext& c
 }
 
 // Key-value datasets keep writes in their store's buffer and read through
-// it (control/kv_registry.h): a snapshot of one flushes the store first, so
+// it (registry/kv_registry.h): a snapshot of one flushes the store first, so
 // it holds every acknowledged write; a rollback, and the deletion of a
 // snapshot a store reads, close those stores first. No-ops for block
 // volumes (no store is open under their names).
@@ -258,18 +248,6 @@ absl::StatusOr<Json> SnapshotDeactivate(const DaemonContext& ctx, const Json& r)
   auto removed = DeactivateVolume(ctx, volume);
   if (!removed.ok()) return removed.status();
   return Json{{"deactivated", *export_name}, {"volume", volume}, {"exports_removed", *removed}};
-}
-
-// Connected clients in transmission on an export of `volume` (including
-// the "" alias of the primary).
-std::vector<ConnectionInfo> ClientsOf(const DaemonContext& ctx, const std::string& volume) {
-  std::vector<ConnectionInfo> out;
-  for (const ConnectionInfo& c : ctx.server->Connections()) {
-    if (!c.transmitting) continue;
-    std::optional<Export> e = ctx.exports->Find(c.export_name);
-    if (e && e->volume->name() == volume) out.push_back(c);
-  }
-  return out;
 }
 
 absl::StatusOr<Json> SnapshotRollback(const DaemonContext& ctx, const Json& r) {

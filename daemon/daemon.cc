@@ -18,14 +18,18 @@
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
-#include "control/kv_registry.h"
+#include "control/control_volume.h"
+#include "registry/kv_registry.h"
 #include "daemon/backing.h"
+#include "daemon/space_watch.h"
 #include "ftl/kv.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
+#include "nbd/tls_credentials.h"
+#include "resp/server.h"
 
 namespace ftl::daemon {
 
@@ -108,20 +112,26 @@ absl::Status FillExports(Pool& pool, const DaemonOptions& o, ExportTable* export
 }
 
 namespace {
-// NBD has no authentication, and without TLS (which ftld does not offer)
-// no encryption either: whoever reaches a TCP listener can read and
-// overwrite every export. Warns unless `bind` is a loopback address (an
-// unparsable one never gets here: Server::Listen refuses it).
-void WarnIfReachable(const std::string& bind, uint16_t port) {
+// NBD without TLS has no authentication and no encryption: whoever reaches
+// a TCP listener can read and overwrite every export. Warns unless `bind`
+// is a loopback address (an unparsable one never gets here: Server::Listen
+// refuses it) or TLS is required.
+void WarnIfReachable(const std::string& bind, uint16_t port, bool tls_required) {
   boost::system::error_code ec;
   asio::ip::address addr = asio::ip::make_address(bind, ec);
-  if (ec || addr.is_loopback()) return;
+  if (ec || addr.is_loopback() || tls_required) return;
   Logger("nbd")->warn(
-      "NBD listens on {}:{}, not a loopback address: NBD has no authentication and, "
-      "without TLS (ftld has none), no encryption; anyone who can reach this port can "
-      "read and overwrite every export. Use --bind 127.0.0.1 or --unix unless the network "
-      "is trusted",
+      "NBD listens on {}:{}, not a loopback address, without --tls=require: NBD has no "
+      "authentication and, without TLS, no encryption; anyone who can reach this port can "
+      "read and overwrite every export. Use --bind 127.0.0.1, --unix or --tls=require "
+      "unless the network is trusted",
       bind, port);
+}
+
+nbd::TlsMode ToTlsMode(const std::string& mode) {
+  return mode == "require" ? nbd::TlsMode::kRequire
+         : mode == "on"    ? nbd::TlsMode::kOn
+                           : nbd::TlsMode::kOff;
 }
 
 // Waits for SIGINT/SIGTERM on a dedicated thread: the first sets `stop`,
@@ -183,6 +193,17 @@ int RunDaemon(const std::vector<std::string>& args) {
     cv.notify_all();
   });
 
+  // Step: TLS credentials (before the backing: a bad file costs no open).
+  std::shared_ptr<const nbd::TlsCredentials> tls;
+  if (o.tls != "off") {
+    auto creds = nbd::TlsCredentials::Load({.certificates_dir = o.tls_certificates,
+                                            .psk_file = o.tls_psk,
+                                            .verify_peer = o.tls_verify_peer});
+    if (!creds.ok()) return Fail(creds.status());
+    tls = std::move(*creds);
+    log->info("TLS {}: {}", o.tls, tls->Describe());
+  }
+
   // Step: backing.
   auto backing = OpenBacking(o);
   if (!backing.ok()) return Fail(backing.status());
@@ -209,15 +230,19 @@ int RunDaemon(const std::vector<std::string>& args) {
   so.io_threads = EnvInt("FTLD_IO_THREADS", int(std::max(1u, ncpu / 2)));
   so.worker_threads = EnvInt("FTLD_WORKERS", int(std::max(2u, ncpu)));
   so.receive_poll = std::chrono::microseconds(EnvInt("FTLD_POLL_US", 50, 0));
+  so.tls_mode = ToTlsMode(o.tls);
+  so.tls = tls;
   auto server = std::make_unique<Server>(&exports, so);
   if (absl::Status s = server->Listen(); !s.ok()) {
     (void)pool.Close();
     return Fail(s);
   }
-  if (!so.bind.empty()) WarnIfReachable(so.bind, server->tcp_port());
+  if (!so.bind.empty()) {
+    WarnIfReachable(so.bind, server->tcp_port(), so.tls_mode == nbd::TlsMode::kRequire);
+  }
 
   // Step: control socket (and the key-value stores its commands open).
-  control::KvRegistry kv(&pool, KvStoreOptions(o));
+  registry::KvRegistry kv(&pool, KvStoreOptions(o));
   DaemonContext ctx;
   ctx.pool = &pool;
   ctx.server = server.get();
@@ -235,6 +260,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   control::RegisterRangeCommands(&dispatcher, &ctx);
   control::RegisterKvCommands(&dispatcher, &ctx);
   control::RegisterDeviceCommands(&dispatcher, &ctx);
+  control::RegisterVolumeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
     server.reset();
@@ -242,9 +268,45 @@ int RunDaemon(const std::vector<std::string>& args) {
     return Fail(s);
   }
 
+  // Step: the Redis-protocol listener (on the same io threads and workers).
+  std::unique_ptr<resp::Server> resp_server;
+  if (o.resp_enabled()) {
+    resp::ServerOptions ro;
+    ro.bind = o.resp_tcp_enabled() ? o.kv_bind : "";
+    ro.port = o.kv_port.value_or(6379);
+    ro.unix_path = o.kv_unix;
+    ro.fsync = o.kv_fsync == "everysec" ? resp::Fsync::kEverysec : resp::Fsync::kAlways;
+    ro.databases = o.kv_databases;
+    ro.read_only = o.read_only;
+    resp_server = std::make_unique<resp::Server>(server->io_context(),
+                                                 server->workers().get_executor(), &kv, ro);
+    if (absl::Status s = resp_server->Listen(); !s.ok()) {
+      control->Stop();
+      control.reset();
+      resp_server.reset();  // before the io_context its listeners are on
+      server.reset();
+      (void)kv.CloseAll();
+      (void)pool.Close();
+      return Fail(s);
+    }
+    if (!ro.bind.empty()) {
+      boost::system::error_code ec;
+      asio::ip::address addr = asio::ip::make_address(ro.bind, ec);
+      if (!ec && !addr.is_loopback()) {
+        Logger("resp")->warn(
+            "RESP listens on {}:{}, not a loopback address: it has no authentication; anyone "
+            "who can reach this port can read and overwrite every key-value dataset",
+            ro.bind, resp_server->tcp_port());
+      }
+    }
+  }
+
   // Step: serve.
   server->Start();
   control->Start();
+  // Pool-use warnings at 80/90/95% (thin provisioning: daemon/space_watch.h).
+  SpaceMonitor space(&pool, std::chrono::seconds(1));
+  if (resp_server) resp_server->Start();
   for (const Export& e : exports.List()) {
     if (e.listed) {
       log->info("export '{}': volume {} ({}){}", e.name, e.volume->name(),
@@ -253,10 +315,12 @@ int RunDaemon(const std::vector<std::string>& args) {
     }
   }
   if (!so.bind.empty()) {
-    log->info("ready: nbd://{}:{}/ (also /{})", so.bind, server->tcp_port(),
+    log->info("ready: {}://{}:{}/ (also /{})",
+              so.tls_mode == nbd::TlsMode::kRequire ? "nbds" : "nbd", so.bind, server->tcp_port(),
               o.export_name.value_or(pool.PrimaryVolume()->name()));
   } else {
-    log->info("ready: nbd+unix:///?socket={}", so.unix_path);
+    log->info("ready: {}+unix:///?socket={}",
+              so.tls_mode == nbd::TlsMode::kRequire ? "nbds" : "nbd", so.unix_path);
   }
   {
     std::unique_lock<std::mutex> l(mu);
@@ -264,11 +328,16 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
 
   // Shutdown steps.
+  space.Stop();
   control->Stop();
+  if (resp_server) resp_server->Stop();
   size_t left = server->Shutdown(kDrainTimeout);
   if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);
   server->Join();
   control.reset();
+  // Before the io_context goes (server.reset()): its listeners and timer
+  // are on it; RESP connections still queued there keep their own state.
+  resp_server.reset();
   // The stores flush what they hold (unsynced puts) before the pool closes.
   absl::Status kv_closed = kv.CloseAll();
   log->info("writing checkpoint and closing the pool");

@@ -122,6 +122,39 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
         return Bad(absl::StrCat("--kv-mode: unknown mode '", *v, "' (ipl, ipl-merge, in-place)"));
       }
       o.kv_mode = *v;
+    } else if (arg == "--kv-port") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t port = 0;
+      if (!absl::SimpleAtoi(*v, &port) || port > 65535) {
+        return Bad(absl::StrCat("--kv-port: bad port '", *v, "'"));
+      }
+      o.kv_port = uint16_t(port);
+    } else if (arg == "--kv-bind") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      o.kv_bind = *v;
+      o.kv_bind_given = true;
+    } else if (arg == "--kv-unix") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--kv-unix: empty path");
+      o.kv_unix = *v;
+    } else if (arg == "--kv-fsync") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "always" && *v != "everysec") {
+        return Bad(absl::StrCat("--kv-fsync: unknown policy '", *v, "' (always, everysec)"));
+      }
+      o.kv_fsync = *v;
+    } else if (arg == "--kv-databases") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > 1024) {
+        return Bad(absl::StrCat("--kv-databases: '", *v, "' is not a number from 1 to 1024"));
+      }
+      o.kv_databases = n;
     } else if (arg == "--simulate-volatile-cache") {
       // The seed only as --simulate-volatile-cache=SEED: a separate word
       // would be taken for BACKING.
@@ -152,6 +185,24 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       auto n = ParseSize(*v);
       if (!n.ok()) return Bad(absl::StrCat("--resilver-rate: ", n.status().message()));
       o.resilver_rate = *n;
+    } else if (arg == "--tls") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "off" && *v != "on" && *v != "require")
+        return Bad(absl::StrCat("--tls: unknown mode '", *v, "' (off, on, require)"));
+      o.tls = *v;
+    } else if (arg == "--tls-certificates") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--tls-certificates: empty path");
+      o.tls_certificates = *v;
+    } else if (arg == "--tls-psk") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--tls-psk: empty path");
+      o.tls_psk = *v;
+    } else if (arg == "--tls-verify-peer") {
+      st = flag(&o.tls_verify_peer);
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -177,6 +228,15 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
   o.backing = positional[0];
   o.backings = positional;
   if (o.force && !o.format) return Bad("--force only makes sense with --format");
+  const bool have_creds = !o.tls_certificates.empty() || !o.tls_psk.empty();
+  if (o.tls == "off" && (have_creds || o.tls_verify_peer))
+    return Bad("--tls-certificates, --tls-psk and --tls-verify-peer need --tls=on or --tls=require");
+  if (o.tls != "off" && !have_creds)
+    return Bad(absl::StrCat("--tls=", o.tls, " needs --tls-certificates DIR or --tls-psk FILE"));
+  if (!o.tls_certificates.empty() && !o.tls_psk.empty())
+    return Bad("--tls-certificates and --tls-psk: choose one");
+  if (o.tls_verify_peer && o.tls_certificates.empty())
+    return Bad("--tls-verify-peer needs --tls-certificates (client certificates are X.509)");
   if (!control_given) o.control = DefaultControlPath(o.backing);
   return o;
 }
@@ -220,6 +280,19 @@ over NBD. Runs in the foreground and logs to stderr.
                        (default 1024, at least 16)
       --kv-mode M      how key-value stores write pages: ipl (default: in-page
                        logging), ipl-merge (merge whole erase units), in-place
+      --kv-port N      serve key-value datasets over the Redis protocol (RESP2)
+                       on TCP port N (0 picks a free one; logged)
+      --kv-bind ADDR   address of that listener (default 127.0.0.1; RESP has
+                       no authentication)
+      --kv-unix PATH   serve the Redis protocol on a Unix socket (TCP too only
+                       with --kv-port)
+      --kv-fsync P     always (default): a write is answered once durable,
+                       writes of all clients sharing each flush; everysec:
+                       answered at once, flushed every second (a crash loses
+                       up to about two seconds of writes)
+      --kv-databases N  SELECT 0..N-1 are the datasets db0..db<N-1> (default
+                       16), made on their first write; SELECT NAME picks any
+                       key-value dataset, NAME@SNAP a snapshot (read-only)
       --simulate-volatile-cache[=SEED]
                        for power-cut tests only: keep writes in memory until
                        a flush writes them to BACKING (in an order shuffled
@@ -236,6 +309,15 @@ over NBD. Runs in the foreground and logs to stderr.
                        lists, offlines, onlines and replaces devices
       --resilver-rate R  copy rate of a resilver (default 512M per second;
                        0: unlimited)
+      --tls MODE       TLS on the NBD listeners (NBD_OPT_STARTTLS): off
+                       (default), on (clients may use it), require (every
+                       option but STARTTLS and ABORT is refused until TLS)
+      --tls-certificates DIR  X.509: DIR/server-cert.pem, DIR/server-key.pem,
+                       DIR/ca-cert.pem (clients' CA; needed with
+                       --tls-verify-peer), DIR/ca-crl.pem (optional)
+      --tls-psk FILE   pre-shared keys in psktool's format (username:hexkey)
+      --tls-verify-peer  X.509: clients must show a certificate signed by
+                       DIR/ca-cert.pem
   -h, --help           this text
   -V, --version        version
 

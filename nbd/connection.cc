@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "nbd/errors.h"
 #include "nbd/handshake.h"
+#include "nbd/tls_session.h"
 
 namespace ftl::nbd {
 namespace {
@@ -144,6 +145,7 @@ void Connection::Wake() { wake_.cancel(); }
 void Connection::CloseSocket() {
   if (closed_) return;
   closed_ = true;
+  if (tls_) tls_->Close();  // close_notify, if the socket takes it now
   error_code ec;
   socket_.shutdown(asio::socket_base::shutdown_both, ec);
   socket_.close(ec);
@@ -209,13 +211,15 @@ asio::awaitable<bool> Connection::Negotiate() {
     co_return false;
   }
   negotiation_.no_zeroes = flags->no_zeroes;
+  negotiation_.tls_mode = env_.tls_mode;
 
   std::vector<std::byte> data;
   for (;;) {
     std::array<std::byte, kOptionHeaderSize> raw;
-    got = co_await asio::async_read(socket_, asio::buffer(raw), token);
+    got = co_await StreamRead(raw.data(), raw.size(), ec);
     if (ec) {
       if (!closed_) {
+        LogTlsError("during option haggling");
         if (got == 0) {
           env_.log->info("{}: closed during option haggling", Prefix());
         } else {
@@ -244,13 +248,18 @@ asio::awaitable<bool> Connection::Negotiate() {
         env_.log->warn("{}: truncated option data", Prefix());
         co_return false;
       }
-      AppendOptionError(&result.reply, header->option, kRepErrTooBig, "option data too long");
+      if (TlsRequiredFor(header->option, negotiation_)) {
+        AppendOptionError(&result.reply, header->option, kRepErrTlsReqd, "TLS is required");
+      } else {
+        AppendOptionError(&result.reply, header->option, kRepErrTooBig, "option data too long");
+      }
       result.error = absl::StrCat(OptionName(header->option), " with ", header->length,
                                   " bytes of data refused");
     } else {
       data.resize(header->length);
-      got = co_await asio::async_read(socket_, asio::buffer(data), token);
+      got = co_await StreamRead(data.data(), data.size(), ec);
       if (ec) {
+        LogTlsError("during option haggling");
         env_.log->warn("{}: truncated {} ({} of {} data bytes)", Prefix(),
                        OptionName(header->option), got, header->length);
         env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
@@ -260,11 +269,51 @@ asio::awaitable<bool> Connection::Negotiate() {
     }
     if (!result.error.empty()) env_.log->info("{}: {}", Prefix(), result.error);
     if (!result.reply.empty()) {
-      co_await asio::async_write(socket_, asio::buffer(result.reply), token);
+      co_await StreamWrite(result.reply, ec);
       if (ec) co_return false;
     }
     if (result.outcome == OptionOutcome::kClose) co_return false;
     if (result.outcome == OptionOutcome::kTransmission) co_return true;
+    if (result.outcome == OptionOutcome::kStartTls && !co_await StartTls()) co_return false;
+  }
+}
+
+asio::awaitable<bool> Connection::StartTls() {
+  auto session = TlsSession::Create(*env_.tls, &socket_);
+  if (!session.ok()) {
+    env_.log->warn("{}: cannot start TLS: {}; closing", Prefix(), StatusMessage(session.status()));
+    co_return false;
+  }
+  tls_ = std::move(*session);
+  absl::Status s = co_await tls_->Handshake();
+  if (!s.ok()) {
+    // After a timeout the timer has said why already.
+    if (!closed_) env_.log->warn("{}: TLS refused: {}; closing", Prefix(), StatusMessage(s));
+    co_return false;
+  }
+  negotiation_.tls_active = true;
+  env_.log->info("{}: TLS established: {}", Prefix(), tls_->Describe());
+  co_return true;
+}
+
+asio::awaitable<size_t> Connection::StreamRead(std::byte* dst, size_t n, error_code& ec) {
+  if (tls_) co_return co_await tls_->Read(dst, n, ec);
+  co_return co_await asio::async_read(socket_, asio::buffer(dst, n),
+                                      asio::redirect_error(asio::use_awaitable, ec));
+}
+
+asio::awaitable<void> Connection::StreamWrite(std::span<const std::byte> data, error_code& ec) {
+  if (tls_) {
+    co_await tls_->Write(data, ec);
+    co_return;
+  }
+  co_await asio::async_write(socket_, asio::buffer(data.data(), data.size()),
+                             asio::redirect_error(asio::use_awaitable, ec));
+}
+
+void Connection::LogTlsError(const char* when) {
+  if (tls_ && !tls_->last_error().empty()) {
+    env_.log->warn("{}: TLS error {}: {}", Prefix(), when, tls_->last_error());
   }
 }
 
@@ -280,9 +329,14 @@ asio::awaitable<void> Connection::FillAtLeast(size_t n, error_code& ec) {
   while (Buffered() < n) {
     FlushReplies();
     if (PollReceive()) continue;
-    size_t got = co_await socket_.async_read_some(
-        asio::buffer(rbuf_.get() + rend_, kReceiveBuffer - rend_),
-        asio::redirect_error(asio::use_awaitable, ec));
+    size_t got = 0;
+    if (tls_) {
+      got = co_await tls_->ReadSome(rbuf_.get() + rend_, kReceiveBuffer - rend_, ec);
+    } else {
+      got = co_await socket_.async_read_some(
+          asio::buffer(rbuf_.get() + rend_, kReceiveBuffer - rend_),
+          asio::redirect_error(asio::use_awaitable, ec));
+    }
     rend_ += got;
     if (ec) co_return;
   }
@@ -301,14 +355,25 @@ bool Connection::PollReceive() {
   const int fd = socket_.native_handle();
   const auto deadline = std::chrono::steady_clock::now() + env_.receive_poll;
   for (;;) {
-    ssize_t got = ::recv(fd, rbuf_.get() + rend_, kReceiveBuffer - rend_, MSG_DONTWAIT);
-    if (got > 0) {
-      rend_ += size_t(got);
-      poll_misses_ = 0;
-      return true;
+    if (tls_) {
+      error_code ec;
+      size_t got = tls_->TryRead(rbuf_.get() + rend_, kReceiveBuffer - rend_, ec);
+      if (got > 0) {
+        rend_ += got;
+        poll_misses_ = 0;
+        return true;
+      }
+      if (ec) return false;  // the reactor path reports it
+    } else {
+      ssize_t got = ::recv(fd, rbuf_.get() + rend_, kReceiveBuffer - rend_, MSG_DONTWAIT);
+      if (got > 0) {
+        rend_ += size_t(got);
+        poll_misses_ = 0;
+        return true;
+      }
+      // End of stream or an error: the reactor path reports it.
+      if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
     }
-    // End of stream or an error: the reactor path reports it.
-    if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
     if (std::chrono::steady_clock::now() >= deadline) break;
     ::sched_yield();  // a client on this CPU gets to send its request
   }
@@ -333,8 +398,7 @@ asio::awaitable<size_t> Connection::ReadInto(std::byte* dst, size_t n, error_cod
     rpos_ += take;
     co_return have + take;
   }
-  size_t got = co_await asio::async_read(socket_, asio::buffer(dst + have, rest),
-                                         asio::redirect_error(asio::use_awaitable, ec));
+  size_t got = co_await StreamRead(dst + have, rest, ec);
   co_return have + got;
 }
 
@@ -346,8 +410,7 @@ asio::awaitable<bool> Connection::Discard(uint64_t n) {
   std::vector<std::byte> scratch(std::min<uint64_t>(n, kDiscardChunk));
   while (n > 0) {
     size_t chunk = std::min<uint64_t>(n, scratch.size());
-    co_await asio::async_read(socket_, asio::buffer(scratch.data(), chunk),
-                              asio::redirect_error(asio::use_awaitable, ec));
+    co_await StreamRead(scratch.data(), chunk, ec);
     if (ec) co_return false;
     n -= chunk;
   }
@@ -395,6 +458,7 @@ asio::awaitable<void> Connection::Serve() {
     }
     if (ec) {
       if (stopping_ || closed_) break;
+      LogTlsError("reading a request");
       if (got == 0) {
         env_.log->info("{}: closed the connection without NBD_CMD_DISC", Prefix());
       } else {
@@ -432,6 +496,7 @@ asio::awaitable<void> Connection::Serve() {
           SubmitPendingWrites();
         got = co_await ReadInto(payload.get(), r.length, ec);
         if (ec) {
+          LogTlsError("reading a payload");
           env_.log->warn("{}: vanished inside a {} payload ({} of {} bytes)", Prefix(),
                          CommandName(r.type), got, r.length);
           env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
@@ -460,7 +525,9 @@ asio::awaitable<void> Connection::Serve() {
 size_t Connection::SocketAvailable() {
   error_code ec;
   size_t n = socket_.available(ec);
-  return ec ? 0 : n;
+  if (ec) n = 0;
+  // TLS: ciphertext waiting counts too (a little more than it will bring).
+  return tls_ ? n + tls_->Buffered() : n;
 }
 
 void Connection::SubmitPendingWrites() {
@@ -648,6 +715,10 @@ void Connection::WriteMore() {
     // Send what the socket takes now; only a remainder waits in the reactor.
     // Replies then leave at once even while this strand is busy reading.
     if (SendNow()) continue;
+    if (tls_) {
+      ResumeTlsSend();
+      return;
+    }
     asio::async_write(socket_, gather_, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) {
         if (!self->closed_) {
@@ -662,7 +733,34 @@ void Connection::WriteMore() {
   }
 }
 
+void Connection::ResumeTlsSend() {
+  socket_.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](error_code ec) {
+    if (ec) {
+      if (!self->closed_) {
+        self->env_.log->info("{}: reply not delivered ({}); closing", self->Prefix(),
+                             ec.message());
+      }
+      self->CloseSocket();
+    } else if (!self->closed_ && !self->SendNow()) {
+      self->ResumeTlsSend();
+      return;
+    }
+    self->WriteMore();
+  });
+}
+
 bool Connection::SendNow() {
+  if (tls_) {
+    error_code ec;
+    if (tls_->Send(gather_, ec)) return true;
+    if (!ec) return false;
+    if (!closed_) {
+      env_.log->info("{}: reply not delivered ({}); closing", Prefix(),
+                     tls_->last_error().empty() ? ec.message() : tls_->last_error());
+    }
+    CloseSocket();
+    return true;  // nothing more will leave: WriteMore drops the batch
+  }
   std::array<iovec, 2 * kMaxBatch> iov;
   size_t n = 0, total = 0;
   for (const asio::const_buffer& b : gather_) {

@@ -14,6 +14,11 @@
 // until replies have left (as nbdkit does).
 // Lifetime: owned by shared_ptr; completions hold a reference, so the
 // object outlives every request it started.
+// TLS: after an acknowledged NBD_OPT_STARTTLS every byte goes through the
+// connection's TlsSession (nbd/tls_session.h) instead of the socket; the
+// Stream*/Fill/Send paths branch on tls_ once, so a plaintext connection
+// runs the code it ran before. The handshake timer covers the TLS
+// handshake too (it is part of Negotiate).
 
 #include <atomic>
 #include <chrono>
@@ -30,6 +35,7 @@
 #include "nbd/asio.h"
 #include "nbd/exports.h"
 #include "nbd/options.h"
+#include "nbd/tls_credentials.h"
 #include "nbd/transmission.h"
 
 namespace ftl::nbd {
@@ -63,6 +69,9 @@ struct ConnectionEnv {
   ServerCounters* counters = nullptr;
   std::shared_ptr<spdlog::logger> log;
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(30)};
+  // TLS policy and credentials (credentials required unless kOff).
+  TlsMode tls_mode = TlsMode::kOff;
+  const TlsCredentials* tls = nullptr;
   // A connection with nothing in flight polls its socket for up to this long
   // before sleeping in the reactor: at queue depth 1 the next request usually
   // arrives within tens of microseconds, and a thread woken from sleep on
@@ -86,6 +95,8 @@ struct ConnectionInfo {
   uint64_t write_bytes = 0;
   uint64_t inflight = 0;
 };
+
+class TlsSession;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -115,7 +126,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   asio::awaitable<bool> Negotiate();
+  // After NBD_OPT_STARTTLS was acknowledged: the handshake; false closes.
+  asio::awaitable<bool> StartTls();
   asio::awaitable<void> Serve();
+  // The byte stream under the protocol: the socket, or TLS over it.
+  // Exactly n bytes (returns how many came) / all of `data`.
+  asio::awaitable<size_t> StreamRead(std::byte* dst, size_t n, boost::system::error_code& ec);
+  asio::awaitable<void> StreamWrite(std::span<const std::byte> data,
+                                    boost::system::error_code& ec);
+  // Logs why a TLS read or write failed, if it was TLS (not the peer closing).
+  void LogTlsError(const char* when);
   // Reads and discards `n` bytes; false if the stream ended first.
   asio::awaitable<bool> Discard(uint64_t n);
   asio::awaitable<void> WaitForWake();
@@ -147,6 +167,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends gather_ without waiting; true if all of it went, else gather_
   // keeps what is left.
   bool SendNow();
+  // TLS: waits until the socket takes more, then goes on sending gather_.
+  void ResumeTlsSend();
   void CloseSocket();
   std::string Prefix() const;
 
@@ -160,6 +182,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Strand-only state.
   Negotiation negotiation_;
+  std::unique_ptr<TlsSession> tls_;  // set once STARTTLS was acknowledged
   Volume* volume_ = nullptr;
   bool stopping_ = false;
   bool reading_header_ = false;

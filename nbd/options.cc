@@ -215,8 +215,32 @@ void AppendOptionError(std::vector<std::byte>* out, uint32_t option, uint32_t ty
   AppendOptionReply(out, option, type, AsBytes(message.substr(0, kMaxString)));
 }
 
+const char* TlsModeName(TlsMode mode) {
+  switch (mode) {
+    case TlsMode::kOff: return "off";
+    case TlsMode::kOn: return "on";
+    case TlsMode::kRequire: return "require";
+  }
+  return "?";
+}
+
+bool TlsRequiredFor(uint32_t option, const Negotiation& n) {
+  return n.tls_mode == TlsMode::kRequire && !n.tls_active && option != kOptStartTls &&
+         option != kOptAbort;
+}
+
 OptionResult HandleOption(uint32_t option, std::span<const std::byte> data,
                           const ExportTable& exports, Negotiation* n) {
+  if (TlsRequiredFor(option, *n)) {
+    if (option == kOptExportName) {
+      // It cannot be answered with an error: the spec says close.
+      OptionResult r;
+      r.outcome = OptionOutcome::kClose;
+      r.error = "NBD_OPT_EXPORT_NAME without TLS, which this server requires; closing";
+      return r;
+    }
+    return Error(option, kRepErrTlsReqd, "TLS is required: send NBD_OPT_STARTTLS first");
+  }
   switch (option) {
     case kOptExportName:
       return HandleExportName(data, exports, n);
@@ -228,8 +252,22 @@ OptionResult HandleOption(uint32_t option, std::span<const std::byte> data,
     }
     case kOptList:
       return HandleList(data, exports);
-    case kOptStartTls:
-      return Error(option, kRepErrPolicy, "TLS is not supported by this server");
+    case kOptStartTls: {
+      if (n->tls_mode == TlsMode::kOff) {
+        return Error(option, kRepErrPolicy, "TLS is not enabled on this server (ftld --tls)");
+      }
+      if (n->tls_active) return Error(option, kRepErrInvalid, "TLS is already running");
+      if (!data.empty()) return Error(option, kRepErrInvalid, "NBD_OPT_STARTTLS takes no data");
+      OptionResult r;
+      AppendOptionReply(&r.reply, option, kRepAck);
+      // Nothing agreed before TLS survives it (spec, NBD_OPT_STARTTLS).
+      Negotiation fresh;
+      fresh.no_zeroes = n->no_zeroes;
+      fresh.tls_mode = n->tls_mode;
+      *n = std::move(fresh);
+      r.outcome = OptionOutcome::kStartTls;
+      return r;
+    }
     case kOptInfo:
     case kOptGo:
       return HandleInfoOrGo(option, data, exports, n);

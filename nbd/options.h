@@ -4,9 +4,22 @@
 // tested on bytes. The connection reads one option, calls HandleOption, sends
 // the reply bytes and acts on the outcome.
 //
-// Supported: EXPORT_NAME, ABORT, LIST, STARTTLS (refused: ERR_POLICY), INFO,
-// GO, STRUCTURED_REPLY, LIST_META_CONTEXT and SET_META_CONTEXT with
-// "base:allocation". Anything else gets ERR_UNSUP.
+// Supported: EXPORT_NAME, ABORT, LIST, STARTTLS, INFO, GO, STRUCTURED_REPLY,
+// LIST_META_CONTEXT and SET_META_CONTEXT with "base:allocation". Anything
+// else gets ERR_UNSUP.
+//
+// TLS (NBD spec, "TLS support"; docs/decisions.md, "Issue 24: TLS"), by
+// TlsMode:
+//   kOff      NOTLS: STARTTLS gets ERR_POLICY.
+//   kOn       SELECTIVETLS with no TLS-only export: STARTTLS is acknowledged
+//             (the connection then runs the handshake), every option works
+//             with or without it.
+//   kRequire  FORCEDTLS: before TLS every option but STARTTLS and ABORT gets
+//             ERR_TLS_REQD (unknown ones too), and EXPORT_NAME, which cannot
+//             fail politely, closes the connection.
+// STARTTLS once TLS is up gets ERR_INVALID; an acknowledged STARTTLS drops
+// what was negotiated before it (structured replies, meta contexts), as
+// the spec demands.
 
 #include <cstdint>
 #include <optional>
@@ -47,9 +60,15 @@ struct MetaContextRequest {
 };
 absl::StatusOr<MetaContextRequest> ParseMetaContextRequest(std::span<const std::byte> data);
 
+enum class TlsMode { kOff, kOn, kRequire };
+// "off", "on", "require".
+const char* TlsModeName(TlsMode mode);
+
 // What haggling has agreed so far.
 struct Negotiation {
   bool no_zeroes = false;
+  TlsMode tls_mode = TlsMode::kOff;  // the server's policy
+  bool tls_active = false;           // the TLS handshake has completed
   bool structured_replies = false;
   // NBD_OPT_GO asked for NBD_INFO_BLOCK_SIZE: the client MUST honour the
   // block sizes it was sent (spec, "Block size constraints").
@@ -68,6 +87,7 @@ struct Negotiation {
 enum class OptionOutcome {
   kContinue,      // read the next option
   kTransmission,  // send the reply, then start the transmission phase
+  kStartTls,      // send the reply (ACK), then run the TLS handshake
   kClose,         // send the reply (if any), then close the connection
 };
 
@@ -76,6 +96,10 @@ struct OptionResult {
   OptionOutcome outcome = OptionOutcome::kContinue;
   std::string error;  // non-empty: worth one log line
 };
+
+// True if `option` must be refused with ERR_TLS_REQD in this state (also
+// for options whose data was too long to read).
+bool TlsRequiredFor(uint32_t option, const Negotiation& n);
 
 // Executes one option against `exports`, updating `*n`.
 OptionResult HandleOption(uint32_t option, std::span<const std::byte> data,

@@ -42,6 +42,9 @@ Server::~Server() {
 }
 
 absl::Status Server::Listen() {
+  if (options_.tls_mode != TlsMode::kOff && !options_.tls) {
+    return absl::InvalidArgumentError("TLS is on but no credentials were loaded");
+  }
   error_code ec;
   if (!options_.bind.empty()) {
     auto addr = asio::ip::make_address(options_.bind, ec);
@@ -112,6 +115,8 @@ asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor, std::string name) {
                         .counters = &counters_,
                         .log = log_,
                         .handshake_timeout = options_.handshake_timeout,
+                        .tls_mode = options_.tls_mode,
+                        .tls = options_.tls.get(),
                         .receive_poll = options_.receive_poll,
                         .poll_connections = uint64_t(std::max(1, options_.io_threads))};
       c = std::make_shared<Connection>(std::move(socket), id, std::move(peer), std::move(env));

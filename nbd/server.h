@@ -37,6 +37,9 @@ struct ServerOptions {
   // Idle receive polling (see ConnectionEnv::receive_poll); 0 turns it off.
   std::chrono::microseconds receive_poll{50};
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(30)};
+  // TLS (nbd/options.h, TlsMode); credentials required unless kOff.
+  TlsMode tls_mode = TlsMode::kOff;
+  std::shared_ptr<const TlsCredentials> tls;
 };
 
 class Server {

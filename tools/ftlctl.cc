@@ -11,8 +11,8 @@
 // is appended to "args". So new daemon commands work without changing ftlctl.
 // "snapshot" and "range" have their own argument syntax (kUsage) and build
 // {"cmd":"snapshot"|"range","action":...} requests (README: Control protocol);
-// "kv" is tools/ftlctl_kv.h, "device" and "scrub" tools/ftlctl_device.h,
-// argument parsing tools/ftlctl_args.h.
+// "kv" is tools/ftlctl_kv.h, "volume" tools/ftlctl_volume.h, "device" and
+// "scrub" tools/ftlctl_device.h, argument parsing tools/ftlctl_args.h.
 // The socket is --control, else $FTLD_CONTROL, else the only *.sock in
 // /run/ftld. Exit status: 0 ok, 1 the daemon answered an error, 2 usage or
 // connection problems.
@@ -44,6 +44,7 @@
 #include "tools/ftlctl_args.h"
 #include "tools/ftlctl_device.h"
 #include "tools/ftlctl_kv.h"
+#include "tools/ftlctl_volume.h"
 
 namespace {
 
@@ -101,10 +102,11 @@ Options:
   --timeout SEC   give up waiting for a reply after SEC seconds (default 600)
 )";
 
-// kUsage with the kv verbs (tools/ftlctl_kv.h) before "Any other COMMAND".
+// kUsage with the kv and volume verbs (tools/ftlctl_kv.h,
+// tools/ftlctl_volume.h) before "Any other COMMAND".
 std::string FullUsage() {
   std::string u = kUsage;
-  u.insert(u.find("Any other COMMAND"), ftl::ctl::kKvUsage);
+  u.insert(u.find("Any other COMMAND"), std::string(ftl::ctl::kKvUsage) + ftl::ctl::kVolumeUsage);
   u.insert(u.find("Any other COMMAND"), ftl::ctl::kDeviceUsage);
   return u;
 }
@@ -783,17 +785,20 @@ int main(int argc, char** argv) {
   }
   if (rest.empty()) return Usage("missing COMMAND");
 
+  // The socket is looked for at the first request, after the arguments
+  // are checked.
+  std::string sub_path;
+  auto roundtrip = [&](const std::string& request, std::string* reply, std::string* err) {
+    if (sub_path.empty()) sub_path = ResolveControl(control, err);
+    return !sub_path.empty() && Roundtrip(sub_path, request, timeout_s, reply, err);
+  };
   if (rest[0] == kCmdKv) {
-    // The socket is looked for at the first request, after the arguments
-    // are checked.
-    std::string path;
-    return ftl::ctl::RunKv(
-        std::vector<std::string>(rest.begin() + 1, rest.end()), json,
-        [&](const std::string& request, std::string* reply, std::string* err) {
-          if (path.empty()) path = ResolveControl(control, err);
-          return !path.empty() && Roundtrip(path, request, timeout_s, reply, err);
-        },
-        [](const Json& reply) { PrintObject(reply, ""); });
+    return ftl::ctl::RunKv(std::vector<std::string>(rest.begin() + 1, rest.end()), json,
+                           roundtrip, [](const Json& reply) { PrintObject(reply, ""); });
+  }
+  if (rest[0] == kCmdVolume) {
+    return ftl::ctl::RunVolume(std::vector<std::string>(rest.begin() + 1, rest.end()), json,
+                               roundtrip);
   }
 
   if (rest[0] == kCmdDevice || rest[0] == kCmdScrub) {

@@ -3,7 +3,28 @@
 #include <algorithm>
 #include <iostream>
 
+#include "control/control_protocol.h"
+
 namespace ftl::ctl {
+
+int Fail(const std::string& what, const std::string& error, int status) {
+  std::cerr << "ftlctl: " << what << ": " << error << "\n";
+  return status;
+}
+
+int Call(const RoundtripFn& roundtrip, const std::string& what, const nlohmann::json& request,
+         nlohmann::json* reply, std::string* line) {
+  std::string error;
+  if (!roundtrip(request.dump(), line, &error)) return Fail(what, error, 2);
+  *reply = nlohmann::json::parse(*line, nullptr, false);
+  if (reply->is_discarded() || !reply->is_object()) {
+    return Fail(what, "the daemon sent something that is not JSON: " + *line, 2);
+  }
+  if (!reply->value(control::kFieldOk, false)) {
+    return Fail(what, reply->value(control::kFieldError, std::string("failed")), 1);
+  }
+  return -1;
+}
 
 bool ParseSubArgs(const std::vector<std::string>& args, const std::set<std::string>& value_opts,
                   const std::set<std::string>& flag_opts, SubArgs* out, std::string* error) {

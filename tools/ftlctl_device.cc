@@ -41,22 +41,6 @@ const char* const kDeviceUsage = R"(  device list
 
 namespace {
 
-int Fail(const std::string& what, const std::string& error, int status) {
-  std::cerr << "ftlctl: " << what << ": " << error << "\n";
-  return status;
-}
-
-int Call(const RoundtripFn& roundtrip, const std::string& what, const Json& request, Json* reply,
-         std::string* line) {
-  std::string error;
-  if (!roundtrip(request.dump(), line, &error)) return Fail(what, error, 2);
-  *reply = Json::parse(*line, nullptr, false);
-  if (reply->is_discarded() || !reply->is_object())
-    return Fail(what, "the daemon sent something that is not JSON: " + *line, 2);
-  if (!reply->value(kFieldOk, false)) return Fail(what, reply->value(kFieldError, std::string("failed")), 1);
-  return -1;
-}
-
 uint64_t U(const Json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
 }

@@ -42,11 +42,6 @@ const char* const kKvUsage = R"(  kv create NAME [--geometry page=4096,pages=28,
 
 namespace {
 
-int Fail(const std::string& what, const std::string& error, int status) {
-  std::cerr << "ftlctl: " << what << ": " << error << "\n";
-  return status;
-}
-
 int Nibble(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -117,21 +112,6 @@ bool ReadValueFile(const std::string& path, std::string* out, std::string* error
     return false;
   }
   return true;
-}
-
-// One request; `reply` is the parsed reply. Returns -1 when ok, else the exit status.
-int Call(const RoundtripFn& roundtrip, const std::string& what, const Json& request,
-         Json* reply, std::string* line) {
-  std::string error;
-  if (!roundtrip(request.dump(), line, &error)) return Fail(what, error, 2);
-  *reply = Json::parse(*line, nullptr, false);
-  if (reply->is_discarded() || !reply->is_object()) {
-    return Fail(what, "the daemon sent something that is not JSON: " + *line, 2);
-  }
-  if (!reply->value(kFieldOk, false)) {
-    return Fail(what, reply->value(kFieldError, std::string("failed")), 1);
-  }
-  return -1;
 }
 
 // A byte-string field of a reply ("" if missing or undecodable).

@@ -20,12 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ftl::ctl {
+#include "tools/ftlctl_args.h"
 
-// Sends one request line, returns its reply line; false with `error` on a
-// connection problem.
-using RoundtripFn =
-    std::function<bool(const std::string& request, std::string* reply, std::string* error)>;
+namespace ftl::ctl {
 
 // `args` are the words after "kv". Returns ftlctl's exit status: 0 ok, 1
 // the daemon answered an error (printed as "ftlctl: kv ACTION: ..."), 2

@@ -180,6 +180,17 @@ struct PoolStats {
   uint64_t map_memory_bytes = 0;    // volume trees + VBA table
   uint64_t map_vba_table_bytes = 0; // the VBA table's part of it
   uint64_t mapped_blocks = 0;       // blocks mapped over all volumes
+  // Thin provisioning (docs/decisions.md, "Issue 22: datasets at will"):
+  // the sizes of all block volumes added up (key-value datasets, whose 1 TiB
+  // is a sparse address space, and snapshots are not counted), against
+  // the capacity the pool offers volumes (Geometry::logical_blocks). The
+  // sum may exceed it: provisioned / logical is the over-commit.
+  uint64_t provisioned_bytes = 0;
+  uint64_t logical_bytes = 0;
+  // Pool use: live_bytes / logical_bytes in percent. Above 100 the data
+  // eats into the space kept for the cleaner (over-provisioning): writes
+  // go on, at a rising cost, until the pool is full (ResourceExhausted).
+  double used_percent = 0;
   uint64_t next_seq = 0;
   uint32_t snapshots = 0;
   uint64_t metadata_bytes = 0;      // size of the last checkpoint
@@ -394,6 +405,20 @@ class Pool {
   // first). Any volume but the primary can be destroyed, activated ones
   // too.
   virtual absl::Status DestroyDataset(const std::string& name, bool force = false) = 0;
+  // Sets block volume `name`'s size ("" = the primary; a multiple of 4096, at most
+  // (2^32 - 2) * 4096; thin, like CreateDataset's). A grow adds unmapped
+  // blocks (reading zeros). A shrink is refused (FailedPrecondition) while
+  // data or an immutable range lies past the new end, unless `force`: then
+  // those blocks are unmapped with the size change, in the same note. Any
+  // volume may be resized, the primary too; snapshots keep the size they
+  // were taken with (a rollback restores it). The Volume object stays and
+  // reports the new size; a write past the new end gets OutOfRange.
+  // NotFound, InvalidArgument (size), FailedPrecondition (a key-value
+  // dataset: its store lays out its own address space), PermissionDenied
+  // (read-only), ResourceExhausted (metadata area; a grow on a full pool).
+  // The current size is no change.
+  virtual absl::Status ResizeDataset(const std::string& name, uint64_t size_bytes,
+                                     bool force = false) = 0;
   // Every dataset (volumes, activated snapshots, key-value stores), by name.
   virtual std::vector<DatasetInfo> ListDatasets() = 0;
 

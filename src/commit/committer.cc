@@ -191,7 +191,7 @@ void Committer::CommitJoined(std::vector<std::vector<Request*>>& parts, std::vec
         fua |= r->fua;
         for (const ReqOp& op : r->ops)
           if ((op.type() == log::OpType::kWrite || op.type() == log::OpType::kTrim) &&
-              !state::IsWritableVolume(*state_->map, op.vol()))
+              !state::CheckUserRange(*state_->map, op.vol(), op.lba(), op.count()).ok())
             unsplit = gc::Slot::kCold;
       }
     }

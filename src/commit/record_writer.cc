@@ -55,10 +55,10 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
           continue;
         }
         if (o.type == log::OpType::kWrite || o.type == log::OpType::kTrim) {
-          if (!state::IsWritableVolume(map, op.vol())) {
-            ok = absl::UnavailableError("the volume was removed");
-            break;
-          }
+          // The volume may have gone or shrunk since the request was
+          // checked (a RESIZE is applied before the Volume learns it).
+          ok = state::CheckUserRange(map, op.vol(), op.lba(), op.count());
+          if (!ok.ok()) break;
         }
       }
       if (!ok.ok()) {
@@ -74,7 +74,7 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
         // Catalogue notes go with barrier requests; the op types decide.
         catalog |= o.type == log::OpType::kTree || o.type == log::OpType::kDrop ||
                    o.type == log::OpType::kRollback || o.type == log::OpType::kAttr ||
-                   o.type == log::OpType::kDataset;
+                   o.type == log::OpType::kDataset || o.type == log::OpType::kResize;
         if (!r->note) {
           if (o.type == log::OpType::kWrite) {
             map.PlanWrite(o.write.vol, o.write.lba, o.write.count(), &o.write.vba);

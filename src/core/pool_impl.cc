@@ -293,10 +293,16 @@ PoolStats PoolImpl::Stats() const {
     s.hot_lifespan_seqs = placement_.hot_lifespan();
     s.mapped_blocks = state_.map->mapped_blocks();
   }
+  s.logical_bytes = geo_.logical_blocks * kBlockSize;
+  s.used_percent = s.logical_bytes ? 100.0 * double(s.live_bytes) / double(s.logical_bytes) : 0;
   s.next_seq = durability_.last_written() + 1;
   {
     absl::ReaderMutexLock l(&state_.map_mu);
-    for (const auto& [id, v] : state_.map->volumes()) s.snapshots += v->is_snapshot() ? 1 : 0;
+    for (const auto& [id, v] : state_.map->volumes()) {
+      s.snapshots += v->is_snapshot() ? 1 : 0;
+      if (!v->is_snapshot() && v->dataset == DatasetKind::kBlock)
+        s.provisioned_bytes += v->size_blocks * kBlockSize;
+    }
   }
   s.metadata_bytes = checkpointer_.last_size();
   s.metadata_capacity = checkpointer_.capacity();

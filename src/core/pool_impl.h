@@ -103,6 +103,9 @@ class PoolImpl : public Pool {
   absl::Status DestroyDataset(const std::string& name, bool force) override {
     return catalogue_.DestroyDataset(name, force);
   }
+  absl::Status ResizeDataset(const std::string& name, uint64_t size_bytes, bool force) override {
+    return catalogue_.ResizeDataset(name, size_bytes, force);
+  }
   std::vector<DatasetInfo> ListDatasets() override { return catalogue_.ListDatasets(read_only_); }
   absl::Status ApplyRangeOps(const std::vector<RangeOp>& ops) override { return ranges_.Apply(ops); }
   void ApplyRangeOpsAsync(const std::vector<RangeOp>& ops,

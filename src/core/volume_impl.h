@@ -53,7 +53,12 @@ class VolumeImpl : public Volume {
   // Whether some range is immutable (then writes consult the attributes).
   void SetHasImmutable(bool v) { has_immutable_.store(v); }
   const std::string& name() const override { return name_; }
-  uint64_t size_bytes() const override { return size_blocks_ * kBlockSize; }
+  uint64_t size_bytes() const override { return size_blocks() * kBlockSize; }
+  uint64_t size_blocks() const { return size_blocks_.load(std::memory_order_relaxed); }
+  // After a RESIZE note (VolumeRegistry::Sync). Requests checked against
+  // the old size meanwhile are checked again by the committer
+  // (state::CheckUserRange).
+  void SetSizeBlocks(uint64_t n) { size_blocks_.store(n, std::memory_order_relaxed); }
   bool read_only() const override { return ro_; }
   DatasetKind kind() const override { return kind_; }
   uint32_t id() const { return id_; }
@@ -89,7 +94,7 @@ class VolumeImpl : public Volume {
   const VolumeContext* ctx_;
   uint32_t id_;
   std::string name_;
-  uint64_t size_blocks_;
+  std::atomic<uint64_t> size_blocks_;
   bool ro_;
   DatasetKind kind_;
   std::atomic<bool> gone_{false};

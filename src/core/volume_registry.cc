@@ -21,6 +21,7 @@ void VolumeRegistry::Sync(const VolumeContext* ctx, const std::vector<Live>& liv
       it = volumes_.insert_or_assign(lv.id, std::move(v)).first;
     }
     it->second->SetHasImmutable(lv.immutable);
+    it->second->SetSizeBlocks(lv.size_blocks);
   }
 }
 

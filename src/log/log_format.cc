@@ -137,6 +137,7 @@ size_t OpPayloadBytes(const Op& op) {
     case OpType::kClone: return 21;
     case OpType::kAttr: return 15;
     case OpType::kDataset: return 1 + 4 + 1 + 1 + 8 + 8 + 2 + op.dataset.name.size();
+    case OpType::kResize: return 1 + 4 + 1 + 8;
   }
   return 0;
 }
@@ -248,6 +249,11 @@ void EncodeOps(const std::vector<Op>& ops, Encoder& e) {
         e.U64(op.dataset.time_ns);
         e.String(op.dataset.name);
         break;
+      case OpType::kResize:
+        e.U32(op.resize.vol);
+        e.U8(op.resize.flags);
+        e.U64(op.resize.blocks);
+        break;
     }
   }
 }
@@ -349,6 +355,13 @@ absl::Status DecodeOps(Decoder& d, std::vector<Op>* ops, uint32_t data_blocks) {
         if (op.dataset.kind > kMaxDatasetKind) return absl::DataLossError("bad DATASET op kind");
         if (op.dataset.blocks == 0 || op.dataset.blocks > kMaxDatasetBlocks)
           return absl::DataLossError("bad DATASET op size");
+        break;
+      case OpType::kResize:
+        op.resize.vol = d.U32();
+        op.resize.flags = d.U8();
+        op.resize.blocks = d.U64();
+        if (op.resize.blocks == 0 || op.resize.blocks > kMaxDatasetBlocks)
+          return absl::DataLossError("bad RESIZE op size");
         break;
       default:
         return absl::DataLossError(absl::StrCat("unknown op type ", int(op.type)));

@@ -49,8 +49,9 @@
 //                | ATTR   u8=8 | vol u32 | lba u32 | count u32 | set u8 | clear u8
 //                | DATASET u8=10 | id u32 | kind u8 | flags u8 | blocks u64
 //                           | time_ns u64 | name string            (format >= 5)
+//                | RESIZE u8=11 | vol u32 | flags u8 | blocks u64     (format >= 6)
 //
-// Ops 4-8 and 10 are notes (no data blocks; docs/architecture.md, "Records"): TREE creates tree `id`
+// Ops 4-8, 10 and 11 are notes (no data blocks; docs/architecture.md, "Records"): TREE creates tree `id`
 // sharing the tree `src` (kind 1: a snapshot of volume src; kind 0: a volume
 // activated from snapshot src; flags bit 0: read-only); DROP deletes a tree;
 // ROLLBACK makes volume `vol` share snapshot `snap`'s tree; CLONE maps
@@ -60,8 +61,12 @@
 // a new empty volume-kind tree of `blocks` blocks (thin: at most 2^32 - 2,
 // any sum over the pool) holding a dataset of `kind` (0 block volume, 1
 // key-value store: ftl::DatasetKind; flags bit 0: read-only). A dataset is
-// destroyed by DROP. All ops of a record apply in order, so a record of
-// notes is one atomic metadata change.
+// destroyed by DROP. RESIZE sets volume `vol`'s size to `blocks` blocks
+// (1 to 2^32 - 2; a block volume, not a snapshot): a shrink unmaps every
+// block at or past the new end and clears their range attributes, a grow
+// adds unmapped blocks (flags bit 0: forced, the shrink was allowed to drop
+// mapped blocks; replay ignores it). All ops of a record apply in order, so
+// a record of notes is one atomic metadata change.
 //
 // WRITE and RELOC consume the record's data blocks in order. A data block's
 // csum is the low 32 bits of its xxh3. seq is global and gapless: every seq
@@ -100,11 +105,12 @@ inline constexpr uint32_t kBlock = 4096;
 inline constexpr uint32_t kFormatVersion = 8;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
 // no JOINED records, version 3 no RELOCP, version 4 no DATASET, version 5
-// no mirror device labels; opening upgrades the superblock). Versions 6
-// and 7 belong to other branches of issue work; version 8 changed nothing
-// inside the pool: it marks the mirror device label (whose block carries 8
-// in the superblock's version field so that older builds refuse a mirror
-// device instead of formatting over it).
+// no RESIZE, versions 6 and 7 no mirror device labels; opening upgrades the
+// superblock). Version 7 belongs to another branch of issue work (the lead
+// renumbers at merge); version 8 changed nothing inside the pool: it marks
+// the mirror device label (whose block carries 8 in the superblock's
+// version field so that older builds refuse a mirror device instead of
+// formatting over it).
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr uint64_t kSuperMagic = 0x5250555344544c46ull;  // "FTLDSUPR"
 inline constexpr uint32_t kRecordMagic = 0x524c5446u;           // "FTLR"
@@ -161,6 +167,7 @@ enum class OpType : uint8_t {
   kClone = 7,
   kAttr = 8,
   kDataset = 10,
+  kResize = 11,
 };
 
 struct WriteOp {
@@ -207,6 +214,13 @@ struct DatasetOp {
 // Largest DATASET kind and size (Bno is 32-bit; kNoBlock is no block).
 inline constexpr uint8_t kMaxDatasetKind = 1;
 inline constexpr uint64_t kMaxDatasetBlocks = uint64_t(UINT32_MAX) - 1;
+// RESIZE: a volume's new size (docs/architecture.md, "Datasets").
+struct ResizeOp {
+  uint32_t vol = 0;
+  uint8_t flags = 0;  // bit 0 (kResizeForce): may drop data past the new end
+  uint64_t blocks = 0;
+};
+inline constexpr uint8_t kResizeForce = 1;
 struct RollbackOp {
   uint32_t vol = 0;
   uint32_t snap = 0;
@@ -239,6 +253,7 @@ struct Op {
   CloneOp clone;
   AttrOp attr;
   DatasetOp dataset;  // kDataset
+  ResizeOp resize;    // kResize
   uint32_t data_blocks() const;
 };
 

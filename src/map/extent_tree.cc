@@ -609,6 +609,33 @@ void ExtentTree::Lookup(Bno lba, Bno len, std::vector<Extent>* out) const {
   }
 }
 
+Extent ExtentTree::FirstMapped(Bno lba, Bno len) const {
+  if (!root_ || len == 0) return {};
+  const Bno hi = lba + len;
+  // The same walk as Lookup, leftmost child first, ending at the first hit.
+  absl::InlinedVector<const Node*, 32> stack{root_};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n->leaf) {
+      const Leaf* l = static_cast<const Leaf*>(n);
+      for (int i = 0; i < l->count; ++i) {
+        const Extent e = l->e[i];
+        if (e.end() <= lba) continue;
+        if (e.lba >= hi) break;
+        Bno a = std::max(e.lba, lba), b = std::min(e.end(), hi);
+        return {a, b - a, e.vba + (a - e.lba)};
+      }
+      continue;
+    }
+    const Inner* in = static_cast<const Inner*>(n);
+    int i = ChildFor(in, lba);
+    int j = ChildFor(in, hi - 1);
+    for (int k = j; k >= i; --k) stack.push_back(in->kid[k]);
+  }
+  return {};
+}
+
 Bno ExtentTree::LookupOne(Bno lba) const {
   bool exclusive;
   return LookupOneExclusive(lba, &exclusive);

@@ -132,6 +132,9 @@ class ExtentTree {
 
   // Appends the mapped pieces of [lba, lba+len), clipped to it, in order.
   void Lookup(Bno lba, Bno len, std::vector<Extent>* out) const;
+  // The first mapped piece of [lba, lba+len), clipped to it (len 0 if the
+  // range maps nothing). Stops at the first leaf entry it finds.
+  Extent FirstMapped(Bno lba, Bno len) const;
   // The VBA mapped at lba, or kNoBlock.
   Bno LookupOne(Bno lba) const;
   // Maps [lba, lba+len) to vba, vba+1, ... (vba == kNoBlock unmaps).

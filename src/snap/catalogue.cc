@@ -271,6 +271,40 @@ absl::Status Catalogue::DestroyDataset(const std::string& name, bool force) {
   return committer_->SubmitNotes(std::move(ops), true, /*frees=*/true);
 }
 
+absl::Status Catalogue::ResizeDataset(const std::string& name, uint64_t size_bytes, bool force) {
+  if (size_bytes == 0 || size_bytes % kBlockSize != 0 ||
+      size_bytes / kBlockSize > log::kMaxDatasetBlocks)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "volume size %d is not a non-zero multiple of 4096 of at most %d bytes", size_bytes,
+        log::kMaxDatasetBlocks * kBlockSize));
+  absl::MutexLock cat(&catalog_mu_);
+  log::Op op;
+  op.type = log::OpType::kResize;
+  op.resize.blocks = size_bytes / kBlockSize;
+  op.resize.flags = force ? log::kResizeForce : 0;
+  bool shrink = false;
+  {
+    absl::ReaderMutexLock l(&state_->map_mu);
+    absl::StatusOr<uint32_t> vid = state::ResolveVolume(*state_->map, name);  // "" = primary
+    if (!vid.ok()) return vid.status();
+    const state::VolumeMeta* v = state_->map->volume(*vid);
+    op.resize.vol = v->id;
+    // Checked here and again by the committer right before the note (a
+    // write past the new end may land in between: then the note is refused
+    // unless forced, never written over data it was told to keep).
+    if (absl::Status s = state_->map->ValidateNote(op); !s.ok()) return s;
+    if (op.resize.blocks == v->size_blocks) return absl::OkStatus();
+    shrink = op.resize.blocks < v->size_blocks;
+  }
+  // A grow adds only a note (metadata room as for a new dataset); a shrink
+  // frees what lies past the end, so it may use the room kept for freeing
+  // requests and works on a full pool.
+  if (!shrink) {
+    if (absl::Status s = metadata_room_(16); !s.ok()) return s;
+  }
+  return committer_->SubmitNotes({NoteOp(op)}, true, /*frees=*/shrink);
+}
+
 std::vector<DatasetInfo> Catalogue::ListDatasets(bool pool_read_only) {
   std::vector<DatasetInfo> out;
   absl::ReaderMutexLock l(&state_->map_mu);

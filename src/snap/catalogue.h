@@ -1,7 +1,7 @@
 #pragma once
 // Catalogue: the snapshot catalogue, datasets and range attributes —
 // create, list, delete, activate, deactivate and roll back snapshots;
-// create, list and destroy datasets (docs/architecture.md, "Datasets");
+// create, list, resize and destroy datasets (docs/architecture.md, "Datasets");
 // set and list the attributes of a volume's ranges (docs/architecture.md, "A snapshot
 // create"). Each change is one note (commit/request.h) committed alone and
 // synced; the committer validates it against the current state right
@@ -52,6 +52,13 @@ class Catalogue {
   // same note). NotFound, FailedPrecondition (primary; snapshots without
   // force; with force, a snapshot of it activated as a volume).
   absl::Status DestroyDataset(const std::string& name, bool force);
+  // Sets block volume `name`'s size (one RESIZE note). A shrink is refused
+  // while data or an immutable range lies past the new end, unless force
+  // (then they are dropped with the note). InvalidArgument (size),
+  // NotFound, FailedPrecondition (a key-value dataset; data past the end),
+  // PermissionDenied (read-only), ResourceExhausted (metadata area, or a
+  // full pool for a grow). The same size is no change and writes nothing.
+  absl::Status ResizeDataset(const std::string& name, uint64_t size_bytes, bool force);
   // Every volume-kind tree, by name; read_only adds `pool_read_only`.
   std::vector<DatasetInfo> ListDatasets(bool pool_read_only);
   absl::Status SetRangeAttr(const std::string& volume, uint64_t offset, uint64_t length,

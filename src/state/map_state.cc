@@ -365,6 +365,24 @@ void MapState::ApplyNote(const log::Op& op, uint64_t seq) {
       v->tree = snap->tree.Share();
       v->attrs = snap->attrs;
       v->parent = snap->id;
+      // The volume reads as the snapshot again, its size too (a snapshot
+      // keeps the size its volume had; sizes differ only after a RESIZE).
+      v->size_blocks = snap->size_blocks;
+      break;
+    }
+    case log::OpType::kResize: {
+      const log::ResizeOp& r = op.resize;
+      VolumeMeta* v = volume(r.vol);
+      if (!v || v->is_snapshot() || r.blocks == 0 || r.blocks > log::kMaxDatasetBlocks) return;
+      if (r.blocks < v->size_blocks) {
+        // Nothing stays mapped (or attributed) past the end: a later grow
+        // shows unmapped blocks there, and Check finds no extent out of
+        // bounds.
+        const Bno from = Bno(r.blocks), n = Bno(v->size_blocks - r.blocks);
+        v->tree.Assign(from, n, kNoBlock);
+        v->attrs.Apply(from, n, 0, 0xff);
+      }
+      v->size_blocks = r.blocks;
       break;
     }
     case log::OpType::kClone: {
@@ -488,6 +506,34 @@ absl::Status MapState::ValidateNote(const log::Op& op, const std::vector<uint32_
             "source range [%d, +%d) is past the end of %s", uint64_t(c.src_lba) * log::kBlock,
             uint64_t(c.count) * log::kBlock, src->name));
       return writable(dst, c.dst_lba, c.count, "written");
+    }
+    case log::OpType::kResize: {
+      const log::ResizeOp& r = op.resize;
+      const VolumeMeta* v = volume(r.vol);
+      if (!v || gone(r.vol) || v->is_snapshot()) return absl::NotFoundError("no such volume");
+      if (v->dataset != DatasetKind::kBlock)
+        return absl::FailedPreconditionError(absl::StrCat(
+            v->name, " is a ", DatasetKindName(v->dataset),
+            " dataset: only block volumes are resized (its store keeps its own layout)"));
+      if (v->read_only) return absl::PermissionDeniedError(absl::StrCat(v->name, " is read-only"));
+      if (r.blocks == 0 || r.blocks > log::kMaxDatasetBlocks)
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "volume size %d blocks is not between 1 and %d", r.blocks, log::kMaxDatasetBlocks));
+      if (r.blocks >= v->size_blocks || (r.flags & log::kResizeForce)) return absl::OkStatus();
+      // A shrink that must not drop data: nothing mapped and nothing
+      // immutable past the new end. Reads the tree (see the header).
+      const Bno from = Bno(r.blocks), n = Bno(v->size_blocks - r.blocks);
+      if (const map::Extent e = v->tree.FirstMapped(from, n); e.len > 0)
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s holds data past the new end %d (at byte %d): trim it first or resize with "
+            "force, which discards it",
+            v->name, uint64_t(r.blocks) * log::kBlock, uint64_t(e.lba) * log::kBlock));
+      if (v->attrs.Any(from, n, log::kAttrImmutable))
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s has an immutable range past the new end %d: make it mutable first or resize "
+            "with force",
+            v->name, uint64_t(r.blocks) * log::kBlock));
+      return absl::OkStatus();
     }
     case log::OpType::kTrim: {
       const VolumeMeta* v = volume(op.trim.vol);

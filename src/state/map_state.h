@@ -97,7 +97,10 @@ class MapState {
   // the apply see the same state.
   // `dropped`: trees removed by earlier ops of the same record.
   // Reads only the catalogue part of the state (trees, names, kinds, flags,
-  // sizes, attributes), never a tree's mapping.
+  // sizes, attributes), never a tree's mapping — except for a RESIZE that
+  // shrinks without kResizeForce, which must find nothing mapped past the
+  // new end: callers of that one hold map_mu (snap::Catalogue shared, the
+  // committer exclusively), not tree_meta_mu alone.
   absl::Status ValidateNote(const log::Op& op, const std::vector<uint32_t>& dropped = {}) const;
   // FailedPrecondition if rolling volume `vol` back to snapshot `snap` would
   // change one of the volume's immutable ranges: map a block of it to

@@ -36,9 +36,14 @@ absl::StatusOr<uint32_t> ResolveTree(const MapState& map, const std::string& ref
   return s->id;
 }
 
-bool IsWritableVolume(const MapState& map, uint32_t vol) {
+absl::Status CheckUserRange(const MapState& map, uint32_t vol, Bno lba, Bno count) {
   const VolumeMeta* v = map.volume(vol);
-  return v && !v->is_snapshot();
+  if (!v || v->is_snapshot()) return absl::UnavailableError("the volume was removed");
+  if (uint64_t(lba) + count > v->size_blocks)
+    return absl::OutOfRangeError(absl::StrCat("blocks [", lba, ", +", count, ") are past the end of ",
+                                              v->name, " (it was resized to ",
+                                              v->size_blocks * log::kBlock, " bytes)"));
+  return absl::OkStatus();
 }
 
 std::string SnapshotRef(const VolumeMeta& snapshot) {

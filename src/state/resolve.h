@@ -19,9 +19,11 @@ absl::StatusOr<uint32_t> ResolveVolume(const MapState& map, const std::string& n
 // reference is InvalidArgument (snapshots cannot be changed).
 absl::StatusOr<uint32_t> ResolveTree(const MapState& map, const std::string& ref,
                                      bool allow_snapshot);
-// Whether user writes and trims may go to tree `vol`: it exists and is no
-// snapshot.
-bool IsWritableVolume(const MapState& map, uint32_t vol);
+// A user write or trim of [lba, lba+count) of tree `vol` right before its
+// record: Unavailable if the volume is gone (or a snapshot), OutOfRange if
+// the range is past its current end (it shrank since the request was
+// checked against the old size).
+absl::Status CheckUserRange(const MapState& map, uint32_t vol, Bno lba, Bno count);
 // "VOL@SNAP" of a snapshot.
 std::string SnapshotRef(const VolumeMeta& snapshot);
 

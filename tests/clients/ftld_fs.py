@@ -10,15 +10,26 @@ import time
 from ftld_testlib import Skip, need_tool
 
 
+def is_mounted(path):
+    """True if something is mounted on `path`, also a FUSE mount whose
+    process is gone (os.path.ismount says False there: stat fails)."""
+    path = os.path.abspath(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == path for line in f)
+
+
 class Stack:
     """nbdfuse -> loop device -> (optionally) mounted ext4, torn down in order.
 
     export: the NBD export name ("" = the default export); read_only: nbdfuse
-    -r and losetup -r (for read-only exports)."""
+    -r and losetup -r (for read-only exports); loop_args: more losetup
+    options (e.g. --direct-io=on --sector-size 4096). d: anything with .port
+    and .uri(export) (an Ftld, or another NBD server a test runs)."""
 
-    def __init__(self, env, d, export="", read_only=False):
+    def __init__(self, env, d, export="", read_only=False, loop_args=()):
         self.env, self.d = env, d
         self.export, self.read_only = export, read_only
+        self.loop_args = list(loop_args)
         tag = f"{d.port}-{export or 'default'}"
         self.fuse_dir = env.path(f"fuse-{tag}")
         self.mnt = env.path(f"mnt-{tag}")
@@ -46,7 +57,7 @@ class Stack:
             if time.time() > deadline:
                 raise AssertionError("nbdfuse not ready after 30s")
             time.sleep(0.05)
-        cmd = ["losetup", "--find", "--show"]
+        cmd = ["losetup", "--find", "--show"] + self.loop_args
         if self.read_only:
             cmd.append("-r")
         r = self.env.run(cmd + [f"{self.fuse_dir}/disk"])
@@ -66,17 +77,35 @@ class Stack:
             self.mounted = False
 
     def down(self):
+        """Detaches everything, also after the server died (a file system on
+        a dead device unmounts with I/O errors). Waits, bounded, for the
+        loop device to let go of the nbdfuse file before unmounting nbdfuse
+        (losetup -d of a busy loop only marks it for autoclear), and never
+        leaves a FUSE mount behind whose process is gone."""
         self.umount()
         if self.loop:
             self.env.run(["losetup", "-d", self.loop], check=False)
+            backing = f"/sys/block/{os.path.basename(self.loop)}/loop/backing_file"
+            deadline = time.time() + 30
+            while os.path.exists(backing) and time.time() < deadline:
+                time.sleep(0.05)
             self.loop = None
-        if self.fuse and self.fuse.poll() is None:
-            self.env.run(["fusermount3", "-u", self.fuse_dir], check=False)
+        if self.fuse:
+            # Also when nbdfuse has exited by itself (it does when its server
+            # dies): its mount stays until unmounted.
+            deadline = time.time() + 30
+            while is_mounted(self.fuse_dir):
+                r = self.env.run(["fusermount3", "-u", self.fuse_dir], check=False)
+                if r.returncode == 0 or time.time() > deadline:
+                    break
+                time.sleep(0.2)
             try:
                 self.fuse.wait(30)
             except subprocess.TimeoutExpired:
                 self.fuse.kill()
                 self.fuse.wait()
+        if is_mounted(self.fuse_dir):
+            self.env.run(["fusermount3", "-uz", self.fuse_dir], check=False)
         self.fuse = None
 
 

@@ -128,6 +128,7 @@ class Ftld:
 
 class Env:
     def __init__(self, args):
+        self.args = args  # every command-line argument (main's extra_args too)
         self.ftld = args.ftld
         self.ftlctl = args.ftlctl
         # ftl-tool: --ftl-tool, else beside ftlctl (both are built in tools/),
@@ -179,12 +180,16 @@ def _beside(path, name):
     return p if os.access(p, os.X_OK) else None
 
 
-def main(namespace):
+def main(namespace, extra_args=None):
+    """Runs the test_* functions of `namespace`. extra_args(parser), if given,
+    adds a script's own arguments (they reach the tests as env.args)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--ftld", required=True)
     ap.add_argument("--ftlctl", required=True)
     ap.add_argument("--ftl-tool", default=None)
     ap.add_argument("-k", dest="only", default=None, help="run tests whose name contains this")
+    if extra_args:
+        extra_args(ap)
     args = ap.parse_args()
     tests = [(n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f)]
     if args.only:

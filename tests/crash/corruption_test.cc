@@ -647,5 +647,90 @@ TEST_F(FullPoolTest, RollbackFreesTooWithoutACleaner) {
   EXPECT_TRUE(out == Pattern(1, 2 << 20, 4096));
 }
 
+// Thin provisioning (issue 22): volumes created at will may add up to more
+// than the pool holds. Filling them answers ResourceExhausted (ENOSPC over
+// NBD) like the primary, and the pool keeps serving reads, trims, forced
+// shrinks and destroys, also after a restart while full; then the cleaner
+// makes room and the volumes take writes again.
+class ThinFullPoolTest : public ::testing::Test {
+ protected:
+  void Fill(bool cleaner) {
+    media_ = NewMemMedia(48 << 20);
+    ASSERT_OK_AND_ASSIGN(pool_, Pool::Format(media_, SmallFormat(256 << 10), QuietOpen(cleaner)));
+    if (cleaner) pool_->HaltCleaner();
+    logical_ = pool_->geometry().logical_blocks * 4096;
+    for (const char* name : {"a", "b"}) {
+      ASSERT_OK(pool_->CreateDataset(name, DatasetKind::kBlock, logical_).status());
+    }
+    const PoolStats st = pool_->Stats();
+    EXPECT_EQ(st.provisioned_bytes, 3 * logical_);  // the primary and both: 3x over-committed
+    EXPECT_EQ(st.logical_bytes, logical_);
+    // "a" takes 60% of the capacity, "b" the rest until the pool is full.
+    a_bytes_ = logical_ * 6 / 10 / (1 << 20) * (1 << 20);
+    Volume* a = pool_->GetVolume("a");
+    for (uint64_t off = 0; off < a_bytes_; off += 1 << 20)
+      ASSERT_OK(a->Write(off, Pattern(1, off, 1 << 20)));
+    Volume* b = pool_->GetVolume("b");
+    absl::Status s;
+    for (b_full_ = 0; s.ok() && b_full_ < logical_; b_full_ += 1 << 20)
+      s = b->Write(b_full_, Pattern(2, b_full_, 1 << 20));
+    ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
+    b_full_ -= 1 << 20;  // the write that failed
+    for (int i = 0; s.ok() || i == 0; ++i) s = b->Write(b_full_ + uint64_t(i) * 4096, Pattern(3, 0, 4096));
+    ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
+    EXPECT_TRUE(absl::IsResourceExhausted(pool_->PrimaryVolume()->Write(0, Pattern(4, 0, 4096))));
+    // Notes that free nothing need room too; refused, they change nothing.
+    absl::Status created = pool_->CreateDataset("c", DatasetKind::kBlock, 1 << 20).status();
+    EXPECT_TRUE(absl::IsResourceExhausted(created)) << created;
+    EXPECT_EQ(pool_->GetVolume("c"), nullptr);
+    absl::Status grown = pool_->ResizeDataset("a", 2 * logical_);
+    EXPECT_TRUE(absl::IsResourceExhausted(grown)) << grown;
+    EXPECT_EQ(pool_->GetVolume("a")->size_bytes(), logical_);
+  }
+  void ExpectReadsServed() {
+    std::vector<std::byte> out(1 << 20);
+    ASSERT_OK(pool_->GetVolume("a")->Read(0, out));
+    EXPECT_TRUE(out == Pattern(1, 0, 1 << 20));
+    ASSERT_OK(pool_->GetVolume("b")->Read(0, out));
+    EXPECT_TRUE(out == Pattern(2, 0, 1 << 20));
+  }
+  void FreeAndWriteAgain() {
+    // Trims free nothing here in themselves (the cleaner is halted) but must
+    // succeed; a forced shrink and a destroy are notes that free.
+    ASSERT_OK(pool_->GetVolume("b")->Trim(0, 4 << 20));
+    ASSERT_OK(pool_->ResizeDataset("a", 1 << 20, /*force=*/true));
+    ASSERT_OK(pool_->DestroyDataset("b"));
+    pool_->ResumeCleaner();
+    ASSERT_OK(pool_->RunCleaner(8));
+    Volume* a = pool_->GetVolume("a");
+    for (uint64_t off = 0; off < 8 << 20; off += 1 << 20) {
+      if (off == 1 << 20) ASSERT_OK(pool_->ResizeDataset("a", 8 << 20));  // grows again
+      ASSERT_OK(a->Write(off, Pattern(5, off, 1 << 20))) << off;
+    }
+    ASSERT_OK_AND_ASSIGN(CheckReport rep, pool_->Check(true));
+    EXPECT_TRUE(rep.problems.empty()) << rep.problems[0];
+  }
+  std::shared_ptr<Media> media_;
+  std::unique_ptr<Pool> pool_;
+  uint64_t logical_ = 0, a_bytes_ = 0, b_full_ = 0;
+};
+
+TEST_F(ThinFullPoolTest, ReadsTrimsShrinksAndDestroysWorkOnAFullPool) {
+  Fill(/*cleaner=*/true);
+  ExpectReadsServed();
+  FreeAndWriteAgain();
+}
+
+TEST_F(ThinFullPoolTest, AndAfterARestartWhileFull) {
+  Fill(/*cleaner=*/true);
+  ASSERT_OK(pool_->Close());
+  pool_.reset();
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, QuietOpen(true)));
+  pool_->HaltCleaner();
+  EXPECT_TRUE(absl::IsResourceExhausted(pool_->GetVolume("b")->Write(b_full_, Pattern(6, 0, 4096))));
+  ExpectReadsServed();
+  FreeAndWriteAgain();
+}
+
 }  // namespace
 }  // namespace ftl

@@ -1,13 +1,13 @@
-// Crash tests of datasets (issue 21; tests/README.md, the crash tier). The
-// media is crashed at a random moment and reopened under a random crash
-// plan (a random part of the unsynced writes kept, the next one torn):
-//  - CreateDestroyIsAllOrNothing: a worker creates datasets of random kinds
-//    and (thin) sizes, stamps them, snapshots them and destroys them (with
-//    force, dropping their snapshots in the same note) between unsynced
-//    writes to the primary. After recovery the catalogue of datasets —
-//    names, kinds, sizes, their snapshots, their stamps — is the model
-//    after every acknowledged change, with the change in flight at the
-//    crash either fully in effect or not at all.
+// Crash tests of datasets (issues 21, 22; tests/README.md, the crash tier).
+// The media is crashed at a random moment and reopened under a random
+// crash plan (a random part of the unsynced writes kept, the next one torn):
+//  - CreateResizeDestroyIsAllOrNothing: a worker creates, stamps,
+//    snapshots, resizes (grow, shrink, forced shrink), rolls back and
+//    destroys datasets between unsynced writes to the primary. After
+//    recovery the catalogue of datasets — names, kinds, sizes, their
+//    snapshots, every stamp — is the model after every acknowledged
+//    change, with the change in flight at the crash either fully in effect
+//    or not at all.
 //  - WriteAtomicIsAllOrNothing: two workers issue WriteAtomic calls of
 //    several pieces at scattered offsets of their own region, each block
 //    stamped with the call's id. After recovery the pieces of one call
@@ -47,35 +47,62 @@ int Iterations() {
   return 150;
 }
 
-// ------------------------------------------------- create / destroy
+// ------------------------------------------- create / resize / destroy
+
+// Blocks a dataset's stamps go to (and ReadCatalog reads): every 16th
+// block of the first 1024, as far as the dataset reaches.
+constexpr uint64_t kStampStride = 16;
+constexpr uint64_t kStampSlots = 64;
 
 struct Dataset {
   DatasetKind kind;
   uint64_t size;
-  uint64_t stamp = 0;  // id in block 0 (0: never written, reads zeros)
+  std::map<uint64_t, uint64_t> stamps;  // block -> id (absent: reads zeros)
   bool operator==(const Dataset& o) const {
-    return kind == o.kind && size == o.size && stamp == o.stamp;
+    return kind == o.kind && size == o.size && stamps == o.stamps;
+  }
+  std::string Describe() const {
+    std::string s = absl::StrCat(DatasetKindName(kind), ",", size, ",{");
+    for (auto& [b, id] : stamps) absl::StrAppend(&s, b, ":", id, " ");
+    return s + "}";
   }
 };
 
 struct Catalog {
-  std::map<std::string, Dataset> sets;  // not the primary
-  std::set<std::string> snaps;          // "name@snap" of those datasets
+  std::map<std::string, Dataset> sets;   // not the primary
+  std::map<std::string, Dataset> snaps;  // "name@snap" of those datasets
   bool operator==(const Catalog& o) const { return sets == o.sets && snaps == o.snaps; }
   std::string Describe() const {
     std::string s = "datasets:";
-    for (auto& [n, d] : sets)
-      absl::StrAppend(&s, " ", n, "(", DatasetKindName(d.kind), ",", d.size, ",", d.stamp, ")");
+    for (auto& [n, d] : sets) absl::StrAppend(&s, " ", n, "(", d.Describe(), ")");
     absl::StrAppend(&s, "; snapshots:");
-    for (auto& n : snaps) absl::StrAppend(&s, " ", n);
+    for (auto& [n, d] : snaps) absl::StrAppend(&s, " ", n, "(", d.Describe(), ")");
     return s;
   }
 };
 
-std::vector<std::byte> Stamp(uint64_t id) {
-  std::vector<std::byte> b = testing::Pattern(id, 0, kB);
+std::vector<std::byte> Stamp(uint64_t id, uint64_t block) {
+  std::vector<std::byte> b = testing::Pattern(id, block * kB, kB);
   util::PutU64(b.data(), id);
+  util::PutU64(b.data() + 8, block);
   return b;
+}
+
+// The stamps of a tree as its first kStampSlots slots read (those inside
+// its size); a block that is neither zeros nor its own stamp is an error.
+absl::StatusOr<Dataset> ReadTree(Volume* v, const std::string& what) {
+  Dataset d{v->kind(), v->size_bytes(), {}};
+  std::vector<std::byte> b(kB);
+  for (uint64_t k = 0; k < kStampSlots && (k * kStampStride + 1) * kB <= d.size; ++k) {
+    const uint64_t block = k * kStampStride;
+    if (absl::Status s = v->Read(block * kB, b); !s.ok()) return s;
+    uint64_t id = util::GetU64(b.data());
+    if (id == 0 && b == std::vector<std::byte>(kB)) continue;
+    if (b != Stamp(id, block))
+      return absl::DataLossError(absl::StrCat(what, ": block ", block, " is no stamp of its own"));
+    d.stamps[block] = id;
+  }
+  return d;
 }
 
 absl::StatusOr<Catalog> ReadCatalog(Pool* pool) {
@@ -86,12 +113,9 @@ absl::StatusOr<Catalog> ReadCatalog(Pool* pool) {
     if (v == nullptr) return absl::InternalError(absl::StrCat("listed ", d.name, " has no volume"));
     if (v->kind() != d.kind || v->size_bytes() != d.size_bytes)
       return absl::InternalError(absl::StrCat(d.name, ": its volume disagrees with the list"));
-    std::vector<std::byte> b(kB);
-    if (absl::Status s = v->Read(0, b); !s.ok()) return s;
-    uint64_t id = util::GetU64(b.data());
-    if (id != 0 && b != Stamp(id))
-      return absl::DataLossError(absl::StrCat(d.name, ": block 0 is no stamp"));
-    c.sets[d.name] = Dataset{d.kind, d.size_bytes, id};
+    absl::StatusOr<Dataset> got = ReadTree(v, d.name);
+    if (!got.ok()) return got.status();
+    c.sets[d.name] = *got;
   }
   for (const SnapshotInfo& si : pool->ListSnapshots("")) {
     if (si.volume == "ftl0") continue;
@@ -104,12 +128,26 @@ absl::StatusOr<Catalog> ReadCatalog(Pool* pool) {
                                               " of a dataset that is gone"));
     if ((*sv)->kind() != it->second.kind)
       return absl::InternalError(absl::StrCat(si.volume, "@", si.name, ": kind differs"));
-    c.snaps.insert(si.volume + "@" + si.name);
+    if ((*sv)->size_bytes() != si.size_bytes)
+      return absl::InternalError(absl::StrCat(si.volume, "@", si.name, ": size differs"));
+    absl::StatusOr<Dataset> got = ReadTree(*sv, si.volume + "@" + si.name);
+    if (!got.ok()) return got.status();
+    c.snaps[si.volume + "@" + si.name] = *got;
   }
   return c;
 }
 
-TEST(DatasetCrashTest, CreateDestroyIsAllOrNothing) {
+// A worker creates datasets of random kinds and (thin) sizes, stamps
+// blocks of them, snapshots them, resizes block volumes (grows, shrinks
+// that must keep data and are refused while a stamp lies past the new
+// end, forced shrinks that drop such stamps), rolls them back to
+// snapshots (size included) and destroys them (with force, dropping their
+// snapshots in the same note), between unsynced writes to the primary.
+// After recovery the catalogue — names, kinds, sizes, snapshots, every
+// stamp — is the model after every acknowledged change, with the change in
+// flight either fully in effect or not at all; a block dropped by a shrink
+// never comes back after a grow.
+TEST(DatasetCrashTest, CreateResizeDestroyIsAllOrNothing) {
   const int iterations = Iterations();
   auto fault = std::make_shared<FaultMedia>(24 << 20);
   auto open = testing::QuietOpen(true);
@@ -118,11 +156,14 @@ TEST(DatasetCrashTest, CreateDestroyIsAllOrNothing) {
   std::mt19937_64 rng(20260311);
   uint64_t counter = 0;
   Catalog durable;  // every acknowledged change
-  size_t changes = 0, in_flight_applied = 0, in_flight_lost = 0;
+  size_t changes = 0, in_flight_applied = 0, in_flight_lost = 0, refusals = 0;
+  std::map<std::string, size_t> done;       // acknowledged changes by kind
+  std::map<std::string, size_t> in_flight;  // changes in flight at a crash, by kind
   for (int it = 0; it < iterations; ++it) {
     std::atomic<bool> stop{false};
     std::optional<Catalog> pending;  // the model if the change in flight applies
-    std::mutex mu;                   // guards durable and pending with the worker
+    std::string pending_kind;
+    std::mutex mu;  // guards durable, pending and pending_kind with the worker
     std::thread worker([&, seed = rng()] {
       std::mt19937_64 r(seed);
       while (!stop.load()) {
@@ -132,90 +173,135 @@ TEST(DatasetCrashTest, CreateDestroyIsAllOrNothing) {
           next = durable;
         }
         absl::Status s;
+        std::string kind_of_change;
         const int op = int(r() % 100);
         auto pick = [&](const auto& m) {
           auto i = m.begin();
           std::advance(i, long(r() % m.size()));
           return *i;
         };
-        if (op < 30) {  // unsynced writes to the primary: traffic to tear
+        auto propose = [&] {
+          std::lock_guard<std::mutex> l(mu);
+          pending = next;
+          pending_kind = kind_of_change;
+        };
+        // A refusal must change nothing: the model stays as it is.
+        auto expect_refused = [&](const absl::Status& st, absl::StatusCode code,
+                                  const std::string& what) {
+          if (fault->crashed()) return false;
+          if (st.code() != code) {
+            ADD_FAILURE() << what << ": " << st;
+            return false;
+          }
+          ++refusals;
+          return true;
+        };
+        if (op < 25) {  // unsynced writes to the primary: traffic to tear
           s = pool->PrimaryVolume()->Write((r() % 256) * kB, testing::Pattern(++counter, 0, 4 * kB));
           if (!s.ok()) return;
           continue;
-        } else if (op < 50 && next.sets.size() < 6) {  // create
+        } else if (op < 40 && next.sets.size() < 6) {  // create
           std::string name = absl::StrCat("d", ++counter);
-          DatasetKind kind = r() % 2 ? DatasetKind::kKv : DatasetKind::kBlock;
-          uint64_t size = r() % 3 == 0 ? (uint64_t(1) << 40) : (1 + r() % 64) * (64 * kB);
-          next.sets[name] = Dataset{kind, size};
-          {
-            std::lock_guard<std::mutex> l(mu);
-            pending = next;
-          }
+          DatasetKind kind = r() % 3 == 0 ? DatasetKind::kKv : DatasetKind::kBlock;
+          uint64_t size = r() % 4 == 0 ? (uint64_t(1) << 40) : (1 + r() % 64) * kStampStride * kB;
+          next.sets[name] = Dataset{kind, size, {}};
+          kind_of_change = "create";
+          propose();
           s = pool->CreateDataset(name, kind, size).status();
-        } else if (op < 65 && !next.sets.empty()) {  // stamp block 0, durable
-          std::string name = pick(next.sets).first;
+        } else if (op < 55 && !next.sets.empty()) {  // stamp a block, durable
+          auto [name, d] = pick(next.sets);
+          uint64_t slots = std::min<uint64_t>(kStampSlots, d.size / kB / kStampStride);
+          uint64_t block = (r() % slots) * kStampStride;
           uint64_t id = ++counter;
-          next.sets[name].stamp = id;
-          {
-            std::lock_guard<std::mutex> l(mu);
-            pending = next;
-          }
+          next.sets[name].stamps[block] = id;
+          kind_of_change = "stamp";
+          propose();
           Volume* v = pool->GetVolume(name);
-          s = v ? v->Write(0, Stamp(id), /*fua=*/true) : absl::InternalError("no volume " + name);
-        } else if (op < 78 && !next.sets.empty()) {  // snapshot
-          std::string name = pick(next.sets).first;
+          s = v ? v->Write(block * kB, Stamp(id, block), /*fua=*/true)
+                : absl::InternalError("no volume " + name);
+        } else if (op < 67 && !next.sets.empty()) {  // resize
+          auto [name, d] = pick(next.sets);
+          const uint64_t size = (1 + r() % 64) * kStampStride * kB;
+          if (d.kind != DatasetKind::kBlock) {
+            if (!expect_refused(pool->ResizeDataset(name, size, r() % 2 == 0),
+                                absl::StatusCode::kFailedPrecondition, "resize of kv " + name))
+              return;
+            continue;
+          }
+          bool data_past_end = false;
+          for (auto& [b, id] : d.stamps) data_past_end |= (b + 1) * kB > size;
+          const bool force = data_past_end && r() % 4 != 0;
+          if (data_past_end && !force) {
+            if (!expect_refused(pool->ResizeDataset(name, size, false),
+                                absl::StatusCode::kFailedPrecondition,
+                                absl::StrCat("shrink of ", name, " to ", size, " over data")))
+              return;
+            continue;
+          }
+          Dataset& nd = next.sets[name];
+          nd.size = size;
+          for (auto i = nd.stamps.begin(); i != nd.stamps.end();)
+            i = (i->first + 1) * kB > size ? nd.stamps.erase(i) : std::next(i);
+          kind_of_change = size > d.size ? "grow" : size < d.size ? "shrink" : "resize";
+          propose();
+          s = pool->ResizeDataset(name, size, force);
+        } else if (op < 77 && !next.sets.empty()) {  // snapshot
+          auto [name, d] = pick(next.sets);
           std::string snap = absl::StrCat("s", ++counter);
-          next.snaps.insert(name + "@" + snap);
-          {
-            std::lock_guard<std::mutex> l(mu);
-            pending = next;
-          }
+          next.snaps[name + "@" + snap] = d;
+          kind_of_change = "snapshot";
+          propose();
           s = pool->CreateSnapshot(name, snap).status();
-        } else if (op < 85 && !next.snaps.empty()) {  // snapshot delete
-          std::string ref = pick(next.snaps);
+        } else if (op < 82 && !next.snaps.empty()) {  // snapshot delete
+          std::string ref = pick(next.snaps).first;
           next.snaps.erase(ref);
-          {
-            std::lock_guard<std::mutex> l(mu);
-            pending = next;
-          }
+          kind_of_change = "snapshot delete";
+          propose();
           size_t at = ref.find('@');
           s = pool->DeleteSnapshot(ref.substr(0, at), ref.substr(at + 1));
+        } else if (op < 88 && !next.snaps.empty()) {  // rollback
+          auto [ref, snapd] = pick(next.snaps);
+          size_t at = ref.find('@');
+          next.sets[ref.substr(0, at)] = snapd;
+          kind_of_change = "rollback";
+          propose();
+          s = pool->Rollback(ref.substr(0, at), ref.substr(at + 1));
         } else if (!next.sets.empty()) {  // destroy
           std::string name = pick(next.sets).first;
           bool has_snaps = false;
-          for (const std::string& ref : next.snaps) has_snaps |= ref.rfind(name + "@", 0) == 0;
+          for (const auto& [ref, sd] : next.snaps) has_snaps |= ref.rfind(name + "@", 0) == 0;
           if (has_snaps && r() % 3 == 0) {
-            // Refused, nothing changes.
-            s = pool->DestroyDataset(name, false);
-            if (fault->crashed()) return;
-            if (!absl::IsFailedPrecondition(s)) {
-              ADD_FAILURE() << "destroy of " << name << " with snapshots: " << s;
+            if (!expect_refused(pool->DestroyDataset(name, false),
+                                absl::StatusCode::kFailedPrecondition,
+                                "destroy of " + name + " with snapshots"))
               return;
-            }
             continue;
           }
           next.sets.erase(name);
           for (auto i = next.snaps.begin(); i != next.snaps.end();)
-            i = i->rfind(name + "@", 0) == 0 ? next.snaps.erase(i) : std::next(i);
-          {
-            std::lock_guard<std::mutex> l(mu);
-            pending = next;
-          }
+            i = i->first.rfind(name + "@", 0) == 0 ? next.snaps.erase(i) : std::next(i);
+          kind_of_change = "destroy";
+          propose();
           s = pool->DestroyDataset(name, /*force=*/has_snaps);
         } else {
           continue;
         }
-        if (!s.ok()) return;  // the media was crashed under us
+        if (!s.ok()) {
+          if (!fault->crashed()) ADD_FAILURE() << kind_of_change << ": " << s;
+          return;  // the media was crashed under us
+        }
         std::lock_guard<std::mutex> l(mu);
         durable = next;
         pending.reset();
         ++changes;
+        ++done[kind_of_change];
       }
     });
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 30000));
     fault->Crash();
     stop = true;
     worker.join();
+    ASSERT_FALSE(::testing::Test::HasFailure()) << "iteration " << it;
     pool.reset();
     fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
     auto reopened = Pool::Open(fault, open);
@@ -223,6 +309,7 @@ TEST(DatasetCrashTest, CreateDestroyIsAllOrNothing) {
     pool = std::move(*reopened);
     absl::StatusOr<Catalog> got = ReadCatalog(pool.get());
     ASSERT_OK(got) << "iteration " << it << " (" << pool->OpenReport() << ")";
+    if (pending) ++in_flight[pending_kind];
     if (*got == durable) {
       if (pending) ++in_flight_lost;
     } else {
@@ -239,10 +326,16 @@ TEST(DatasetCrashTest, CreateDestroyIsAllOrNothing) {
       ASSERT_TRUE(rep.problems.empty()) << "iteration " << it << ": " << rep.problems[0];
     }
   }
-  std::printf("crash points: %d, dataset changes acknowledged: %zu, in flight at the crash: "
-              "%zu applied, %zu not; datasets at the end: %zu\n",
-              iterations, changes, in_flight_applied, in_flight_lost, durable.sets.size());
+  std::string kinds, crashed_in;
+  for (auto& [k, n] : done) absl::StrAppend(&kinds, " ", k, " ", n);
+  for (auto& [k, n] : in_flight) absl::StrAppend(&crashed_in, " ", k, " ", n);
+  std::printf("crash points: %d, dataset changes acknowledged: %zu (%s), refusals checked: %zu, "
+              "in flight at the crash: %zu applied, %zu not (%s); datasets at the end: %zu\n",
+              iterations, changes, kinds.c_str(), refusals, in_flight_applied, in_flight_lost,
+              crashed_in.c_str(), durable.sets.size());
   EXPECT_GT(changes, size_t(iterations));
+  for (const char* k : {"grow", "shrink", "rollback", "create", "destroy"})
+    EXPECT_GT(done[k], 0u) << k;
 }
 
 // ---------------------------------------------------------- WriteAtomic

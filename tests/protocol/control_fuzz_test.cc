@@ -1,5 +1,5 @@
 // Fuzzes the control dispatcher in process (issue 19): every command of the
-// daemon (core, snapshot, range, kv) over a real pool on MemMedia, fed deep
+// daemon (core, snapshot, range, kv, volume) over a real pool on MemMedia, fed deep
 // nesting, huge numbers, invalid UTF-8, truncated JSON, wrong types for
 // every field of every command and randomly mutated requests. Every reply
 // must be one line holding one JSON object with a boolean "ok" (and
@@ -18,7 +18,8 @@
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
-#include "control/kv_registry.h"
+#include "control/control_volume.h"
+#include "registry/kv_registry.h"
 #include "ftl/kv.h"
 #include "ftl/pool.h"
 #include "nbd/exports.h"
@@ -61,6 +62,7 @@ class ControlFuzzTest : public ::testing::Test {
     ctx_.kv = kv_.get();
     RegisterKvCommands(&dispatcher_, &ctx_);
     RegisterDeviceCommands(&dispatcher_, &ctx_);
+    RegisterVolumeCommands(&dispatcher_, &ctx_);
   }
   void TearDown() override {
     if (kv_) {
@@ -224,6 +226,11 @@ std::vector<CommandShape> Commands() {
       {R"({"cmd":"kv","action":"delete","name":"kf","key":"a","sync":false})",
        {"name", "key", "sync"}},
       {R"({"cmd":"kv","action":"destroy","name":"kg"})", {"name", "force"}},
+      {R"({"cmd":"volume","action":"create","name":"vf","size":"1M"})",
+       {"action", "name", "size"}},
+      {R"({"cmd":"volume","action":"resize","name":"vf","size":"2M"})", {"name", "size", "force"}},
+      {R"({"cmd":"volume","action":"list"})", {"action"}},
+      {R"({"cmd":"volume","action":"destroy","name":"vf"})", {"name", "force"}},
   };
 }
 

@@ -1,14 +1,17 @@
 // Datasets (docs/architecture.md, "Datasets"): CreateDataset, ListDatasets,
-// DestroyDataset, SnapshotVolume and Volume::WriteAtomic on memory media —
-// their results, their errors, and the kind surviving a clean reopen, a
-// crash (replay from a checkpoint) and a rebuild from the log alone.
+// DestroyDataset, ResizeDataset, SnapshotVolume and Volume::WriteAtomic on
+// memory media — their results, their errors, and the kind and size
+// surviving a clean reopen, a crash (replay from a checkpoint) and a
+// rebuild from the log alone.
 
 #include "ftl/pool.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "checkpoint/checkpointer.h"
 #include "log/log_format.h"
@@ -360,6 +363,243 @@ TEST_F(DatasetTest, ReadOnlyPoolRefusesDatasetChanges) {
   ASSERT_NE(k, nullptr);
   EXPECT_TRUE(k->read_only);
   EXPECT_EQ(k->kind, DatasetKind::kKv);
+}
+
+// ---- ResizeDataset (issue 22)
+
+TEST_F(DatasetTest, GrowShowsZerosAndKeepsTheData) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 1 << 20));
+  auto data = Pattern(20, 0, 64 * kB);
+  ASSERT_OK(v->Write((1 << 20) - 64 * kB, data));
+  // Past the end before the grow.
+  EXPECT_TRUE(absl::IsOutOfRange(v->Write(1 << 20, Pattern(21, 0, kB))));
+  ASSERT_OK(pool_->ResizeDataset("vol", 4 << 20));
+  EXPECT_EQ(v->size_bytes(), uint64_t(4) << 20);  // the same object, at once
+  EXPECT_EQ(pool_->GetVolume("vol"), v);
+  EXPECT_EQ(ReadAll(v, (1 << 20) - 64 * kB, data.size()), data);
+  EXPECT_EQ(ReadAll(v, 1 << 20, 3 << 20), std::vector<std::byte>(3 << 20));
+  auto more = Pattern(22, 0, 8 * kB);
+  ASSERT_OK(v->Write((4 << 20) - 8 * kB, more));
+  const DatasetInfo* d = Find(pool_->ListDatasets(), "vol");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->size_bytes, uint64_t(4) << 20);
+  EXPECT_EQ(d->mapped_bytes, 72 * kB);
+  // The same size again is no change.
+  ASSERT_OK(pool_->ResizeDataset("vol", 4 << 20));
+  for (bool clean : {false, true}) {
+    Reopen(clean);
+    v = pool_->GetVolume("vol");
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->size_bytes(), uint64_t(4) << 20) << clean;
+    EXPECT_EQ(ReadAll(v, (1 << 20) - 64 * kB, data.size()), data);
+    EXPECT_EQ(ReadAll(v, (4 << 20) - 8 * kB, more.size()), more);
+  }
+  ExpectNoProblems();
+}
+
+TEST_F(DatasetTest, ShrinkIsRefusedWhileDataLiesPastTheNewEnd) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 4 << 20));
+  auto head = Pattern(23, 0, 16 * kB);
+  auto tail = Pattern(24, 0, 4 * kB);
+  ASSERT_OK(v->Write(0, head));
+  ASSERT_OK(v->Write(3 << 20, tail));
+  absl::Status s = pool_->ResizeDataset("vol", 2 << 20);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("at byte 3145728"), std::string::npos) << s;
+  EXPECT_EQ(v->size_bytes(), uint64_t(4) << 20);
+  EXPECT_EQ(ReadAll(v, 3 << 20, tail.size()), tail);
+  // An immutable range past the new end refuses too.
+  ASSERT_OK(v->Trim(3 << 20, 4 * kB));
+  ASSERT_OK(pool_->SetRangeAttr("vol", 3 << 20, 64 * kB, RangeAttr::kImmutable));
+  s = pool_->ResizeDataset("vol", 2 << 20);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("immutable"), std::string::npos) << s;
+  ASSERT_OK(pool_->SetRangeAttr("vol", 3 << 20, 64 * kB, RangeAttr::kMutable));
+  // Nothing mapped past the end any more: the shrink goes through.
+  ASSERT_OK(pool_->ResizeDataset("vol", 2 << 20));
+  EXPECT_EQ(v->size_bytes(), uint64_t(2) << 20);
+  EXPECT_EQ(ReadAll(v, 0, head.size()), head);
+  EXPECT_TRUE(absl::IsOutOfRange(v->Write(2 << 20, Pattern(25, 0, kB))));
+  std::vector<std::byte> one(kB);
+  EXPECT_TRUE(absl::IsInvalidArgument(v->Read(2 << 20, one)));
+  ExpectNoProblems();
+}
+
+TEST_F(DatasetTest, ForcedShrinkDropsTheDataPastTheEndForGood) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 4 << 20));
+  auto head = Pattern(26, 0, 1 << 20);
+  ASSERT_OK(v->Write(0, head));
+  ASSERT_OK(v->Write(1 << 20, Pattern(27, 0, 3 << 20)));
+  ASSERT_OK(pool_->SetRangeAttr("vol", 3 << 20, 64 * kB, RangeAttr::kNonPersistent));
+  ASSERT_OK(v->Flush());
+  const uint64_t live_before = pool_->Stats().live_bytes;
+  ASSERT_OK(pool_->ResizeDataset("vol", 1 << 20, /*force=*/true));
+  EXPECT_EQ(v->size_bytes(), uint64_t(1) << 20);
+  EXPECT_EQ(Find(pool_->ListDatasets(), "vol")->mapped_bytes, uint64_t(1) << 20);
+  EXPECT_EQ(pool_->Stats().live_bytes, live_before - (3 << 20));  // for the cleaner
+  ASSERT_OK_AND_ASSIGN(std::vector<AttrExtent> attrs, pool_->RangeAttrs("vol"));
+  EXPECT_TRUE(attrs.empty());
+  // Growing again shows zeros where the dropped data was, also after the
+  // log is replayed (the writes before the shrink are in it).
+  ASSERT_OK(pool_->ResizeDataset("vol", 4 << 20));
+  EXPECT_EQ(ReadAll(v, 1 << 20, 3 << 20), std::vector<std::byte>(3 << 20));
+  Reopen(false);
+  EXPECT_NE(pool_->OpenReport().find("recovered"), std::string::npos) << pool_->OpenReport();
+  v = pool_->GetVolume("vol");
+  EXPECT_EQ(v->size_bytes(), uint64_t(4) << 20);
+  EXPECT_EQ(ReadAll(v, 0, head.size()), head);
+  EXPECT_EQ(ReadAll(v, 1 << 20, 3 << 20), std::vector<std::byte>(3 << 20));
+  ExpectNoProblems();
+}
+
+TEST_F(DatasetTest, ResizeSurvivesARebuildFromTheLog) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 4 << 20));
+  ASSERT_OK(v->Write(3 << 20, Pattern(28, 0, 8 * kB)));
+  ASSERT_OK(pool_->ResizeDataset("vol", 2 << 20, /*force=*/true));
+  ASSERT_OK(pool_->ResizeDataset("vol", 8 << 20));
+  ASSERT_OK(pool_->ResizeDataset("", 4 << 20, /*force=*/true));  // the primary too
+  pool_.reset();  // a crash
+  DamageCheckpoints();
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, QuietOpen()));
+  EXPECT_NE(pool_->OpenReport().find("rebuilt from the log"), std::string::npos)
+      << pool_->OpenReport();
+  v = pool_->GetVolume("vol");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->size_bytes(), uint64_t(8) << 20);
+  EXPECT_EQ(ReadAll(v, 3 << 20, 8 * kB), std::vector<std::byte>(8 * kB));
+  EXPECT_EQ(pool_->PrimaryVolume()->size_bytes(), uint64_t(4) << 20);
+  ExpectNoProblems();
+}
+
+TEST_F(DatasetTest, BadResizesChangeNothing) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 1 << 20));
+  ASSERT_OK(pool_->CreateDataset("kv1", DatasetKind::kKv, kTiB).status());
+  ASSERT_OK(pool_->CreateSnapshot("vol", "s").status());
+  ASSERT_OK(pool_->ActivateSnapshot("vol", "s", "ro", /*read_only=*/true).status());
+  const uint64_t next_seq = pool_->Stats().next_seq;
+  auto code = [&](const std::string& name, uint64_t size, bool force = false) {
+    return pool_->ResizeDataset(name, size, force).code();
+  };
+  using C = absl::StatusCode;
+  EXPECT_EQ(code("vol", 0), C::kInvalidArgument);
+  EXPECT_EQ(code("vol", 4095), C::kInvalidArgument);
+  EXPECT_EQ(code("vol", (1 << 20) + 512), C::kInvalidArgument);
+  EXPECT_EQ(code("vol", (log::kMaxDatasetBlocks + 1) * kB), C::kInvalidArgument);
+  EXPECT_EQ(code("vol", uint64_t(1) << 62), C::kInvalidArgument);
+  EXPECT_EQ(code("nosuch", 1 << 20), C::kNotFound);
+  EXPECT_EQ(code("vol@s", 2 << 20), C::kNotFound);
+  EXPECT_EQ(code("kv1", 2 << 20), C::kFailedPrecondition);
+  EXPECT_EQ(code("kv1", 2 << 20, true), C::kFailedPrecondition);
+  EXPECT_EQ(code("ro", 2 << 20), C::kPermissionDenied);
+  EXPECT_EQ(pool_->Stats().next_seq, next_seq);  // no note was written
+  EXPECT_EQ(v->size_bytes(), uint64_t(1) << 20);
+  EXPECT_EQ(pool_->GetVolume("kv1")->size_bytes(), kTiB);
+  // The largest size is fine (thin), and is a note.
+  ASSERT_OK(pool_->ResizeDataset("vol", log::kMaxDatasetBlocks * kB));
+  EXPECT_EQ(v->size_bytes(), log::kMaxDatasetBlocks * kB);
+  ExpectNoProblems();
+}
+
+TEST_F(DatasetTest, SnapshotsKeepTheirSizeAndRollbackRestoresIt) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 1 << 20));
+  auto before = Pattern(29, 0, 8 * kB);
+  ASSERT_OK(v->Write(0, before));
+  ASSERT_OK_AND_ASSIGN(SnapshotInfo snap, pool_->CreateSnapshot("vol", "small"));
+  EXPECT_EQ(snap.size_bytes, uint64_t(1) << 20);
+  ASSERT_OK(pool_->ResizeDataset("vol", 3 << 20));
+  ASSERT_OK(v->Write(2 << 20, Pattern(30, 0, 8 * kB)));
+  ASSERT_OK(v->Write(0, Pattern(31, 0, 8 * kB)));
+  ASSERT_OK_AND_ASSIGN(SnapshotInfo big, pool_->CreateSnapshot("vol", "big"));
+  EXPECT_EQ(big.size_bytes, uint64_t(3) << 20);
+  ASSERT_OK_AND_ASSIGN(Volume * sv, pool_->SnapshotVolume("vol", "small"));
+  EXPECT_EQ(sv->size_bytes(), uint64_t(1) << 20);
+  ASSERT_OK_AND_ASSIGN(Volume * act, pool_->ActivateSnapshot("vol", "small", "copy", false));
+  EXPECT_EQ(act->size_bytes(), uint64_t(1) << 20);
+  // An activation is a volume like any other: it resizes on its own.
+  ASSERT_OK(pool_->ResizeDataset("copy", 2 << 20));
+  EXPECT_EQ(act->size_bytes(), uint64_t(2) << 20);
+  EXPECT_EQ(v->size_bytes(), uint64_t(3) << 20);
+  // A forced shrink of the volume leaves its snapshot "big" whole.
+  ASSERT_OK(pool_->ResizeDataset("vol", 1 << 20, /*force=*/true));
+  ASSERT_OK_AND_ASSIGN(Volume * bv, pool_->SnapshotVolume("vol", "big"));
+  EXPECT_EQ(ReadAll(bv, 2 << 20, 8 * kB), Pattern(30, 0, 8 * kB));
+  // Rollback: the volume reads as the snapshot again, its size included.
+  ASSERT_OK(pool_->Rollback("vol", "big"));
+  EXPECT_EQ(v->size_bytes(), uint64_t(3) << 20);
+  EXPECT_EQ(ReadAll(v, 2 << 20, 8 * kB), Pattern(30, 0, 8 * kB));
+  ASSERT_OK(pool_->Rollback("vol", "small"));
+  EXPECT_EQ(v->size_bytes(), uint64_t(1) << 20);
+  EXPECT_EQ(ReadAll(v, 0, before.size()), before);
+  for (bool clean : {false, true}) {
+    Reopen(clean);
+    EXPECT_EQ(pool_->GetVolume("vol")->size_bytes(), uint64_t(1) << 20) << clean;
+    EXPECT_EQ(pool_->GetVolume("copy")->size_bytes(), uint64_t(2) << 20) << clean;
+    ASSERT_OK_AND_ASSIGN(Volume * b, pool_->SnapshotVolume("vol", "big"));
+    EXPECT_EQ(b->size_bytes(), uint64_t(3) << 20);
+  }
+  ExpectNoProblems();
+}
+
+// Writes past the new end that race with a shrink are either in before
+// it (then a shrink without force is refused, a forced one drops them) or
+// refused after it (OutOfRange): never mapped past the end, never lost
+// silently by a shrink that was told to keep data.
+TEST_F(DatasetTest, WritesRacingAShrinkNeverOutliveIt) {
+  ASSERT_OK_AND_ASSIGN(Volume * v, pool_->CreateDataset("vol", DatasetKind::kBlock, 8 << 20));
+  for (int round = 0; round < 40; ++round) {
+    const bool force = round % 2 == 1;
+    ASSERT_OK(pool_->ResizeDataset("vol", 8 << 20));
+    ASSERT_OK(v->Trim(4 << 20, 4 << 20));
+    std::atomic<bool> stop{false};
+    std::atomic<int> written{0}, refused{0};
+    std::thread writer([&, round] {
+      for (uint64_t i = 0; !stop.load(); ++i) {
+        const uint64_t off = (4 << 20) + (i * 64 * kB) % (4 << 20);
+        absl::Status s = v->Write(off, Pattern(100 + round, off, 16 * kB));
+        if (s.ok()) {
+          ++written;
+        } else {
+          ASSERT_TRUE(absl::IsOutOfRange(s)) << s;
+          ++refused;
+        }
+      }
+    });
+    while (written.load() < 1 + round % 5) std::this_thread::yield();
+    absl::Status s = pool_->ResizeDataset("vol", 4 << 20, force);
+    stop = true;
+    writer.join();
+    if (force) {
+      ASSERT_OK(s);
+    } else {
+      ASSERT_TRUE(absl::IsFailedPrecondition(s)) << s;  // data was past the end
+    }
+    const DatasetInfo* d = Find(pool_->ListDatasets(), "vol");
+    if (s.ok()) {
+      EXPECT_EQ(d->size_bytes, uint64_t(4) << 20);
+      EXPECT_EQ(d->mapped_bytes, 0u) << "round " << round;
+      EXPECT_TRUE(absl::IsOutOfRange(v->Write(4 << 20, Pattern(1, 0, kB))));
+    } else {
+      EXPECT_EQ(d->size_bytes, uint64_t(8) << 20);
+      EXPECT_GT(d->mapped_bytes, 0u);
+    }
+  }
+  ExpectNoProblems();
+  Reopen(false);
+  ExpectNoProblems();
+}
+
+TEST_F(DatasetTest, StatsAddUpTheProvisionedSizes) {
+  const PoolStats before = pool_->Stats();
+  EXPECT_EQ(before.logical_bytes, pool_->geometry().logical_blocks * kB);
+  EXPECT_EQ(before.provisioned_bytes, pool_->PrimaryVolume()->size_bytes());
+  ASSERT_OK(pool_->CreateDataset("big", DatasetKind::kBlock, kTiB).status());
+  ASSERT_OK(pool_->CreateDataset("kv1", DatasetKind::kKv, kTiB).status());  // not counted
+  ASSERT_OK(pool_->CreateSnapshot("big", "s").status());                       // nor this
+  EXPECT_EQ(pool_->Stats().provisioned_bytes, before.provisioned_bytes + kTiB);
+  ASSERT_OK(pool_->ResizeDataset("big", kTiB / 2));
+  EXPECT_EQ(pool_->Stats().provisioned_bytes, before.provisioned_bytes + kTiB / 2);
+  ASSERT_OK(pool_->DestroyDataset("big", /*force=*/true));
+  EXPECT_EQ(pool_->Stats().provisioned_bytes, before.provisioned_bytes);
 }
 
 }  // namespace

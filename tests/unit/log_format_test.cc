@@ -199,6 +199,42 @@ TEST(LogFormat, DatasetOpRoundTripsAndIsChecked) {
   EXPECT_OK(DecodeRecordHeader(buf));
 }
 
+TEST(LogFormat, ResizeOpRoundTripsAndIsChecked) {
+  RecordHeader h;
+  h.seq = 9;
+  Op rs;
+  rs.type = OpType::kResize;
+  rs.resize = {5, kResizeForce, (uint64_t(1) << 32) - 2};
+  Op grow;
+  grow.type = OpType::kResize;
+  grow.resize = {0, 0, 1};
+  h.ops = {rs, grow};
+  std::vector<std::byte> buf(kBlock);
+  EncodeRecordHeader(h, buf);
+  EXPECT_EQ(h.data_blocks, 0u);
+  EXPECT_EQ(OpPayloadBytes(rs), 14u);
+  EXPECT_EQ(util::GetU32(buf.data() + 12), OpPayloadBytes(rs) + OpPayloadBytes(grow));
+  auto d = DecodeRecordHeader(buf);
+  ASSERT_OK(d);
+  ASSERT_EQ(d->ops.size(), 2u);
+  EXPECT_EQ(d->ops[0].type, OpType::kResize);
+  EXPECT_EQ(d->ops[0].resize.vol, 5u);
+  EXPECT_EQ(d->ops[0].resize.flags, kResizeForce);
+  EXPECT_EQ(d->ops[0].resize.blocks, kMaxDatasetBlocks);
+  EXPECT_EQ(d->ops[1].resize.vol, 0u);
+  EXPECT_EQ(d->ops[1].resize.flags, 0);
+  EXPECT_EQ(d->ops[1].resize.blocks, 1u);
+  // The wire type is 11, as the grammar says.
+  EXPECT_EQ(uint8_t(buf[kRecordFixedBytes]), 11);
+  // A size no build writes is a damaged header.
+  for (uint64_t bad : {uint64_t(0), kMaxDatasetBlocks + 1}) {
+    h.ops = {rs};
+    h.ops[0].resize.blocks = bad;
+    EncodeRecordHeader(h, buf);
+    EXPECT_TRUE(absl::IsDataLoss(DecodeRecordHeader(buf).status())) << bad;
+  }
+}
+
 TEST(LogFormat, MultiBlockHeader) {
   RecordHeader h;
   h.seq = 1;
@@ -261,7 +297,7 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
     sb.format_version = v;  // older formats still open
     EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb))) << v;
   }
-  EXPECT_EQ(kFormatVersion, 5u);  // DATASET notes
+  EXPECT_EQ(kFormatVersion, 6u);  // RESIZE notes
   EXPECT_EQ(kOldestFormatVersion, 1u);
   sb.format_version = 0;
   EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
