@@ -11,16 +11,22 @@
 namespace ftl::control {
 namespace {
 
-// Devices added by `device replace` stay locked (flock, as ftld locks its
-// BACKINGs) for the daemon's life; the descriptors are never closed.
-absl::Status LockDevice(const std::string& path) {
+// Devices added by `device replace` or `device online` stay locked
+// (flock, as ftld locks its BACKINGs) for the daemon's life: the
+// descriptor is kept open. -1 if the path cannot be opened (OpenMedia
+// reports that); Unavailable if another process holds it.
+absl::StatusOr<int> LockDevice(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::OkStatus();  // OpenMedia reports the problem
+  if (fd < 0) return -1;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat(path, " is in use by another process"));
   }
-  return absl::OkStatus();
+  return fd;
+}
+
+void Unlock(int fd) {
+  if (fd >= 0) ::close(fd);
 }
 
 absl::Status NeedMirror(const DaemonContext& ctx) {
@@ -53,6 +59,7 @@ absl::StatusOr<Json> DeviceOnline(const DaemonContext& ctx, const Json& r) {
   auto path = OptStringArg(r, kArgPath);
   if (!path.ok()) return path.status();
   std::shared_ptr<Media> media;
+  int lock = -1;
   // A device that was missing at open is opened again: from `path`, or
   // from the name it has (the path it was last opened as).
   std::string open_path = *path;
@@ -63,10 +70,15 @@ absl::StatusOr<Json> DeviceOnline(const DaemonContext& ctx, const Json& r) {
   if (!open_path.empty()) {
     auto m = OpenMedia(open_path);
     if (!m.ok()) return m.status();
-    if (absl::Status s = LockDevice(open_path); !s.ok()) return s;
+    auto fd = LockDevice(open_path);
+    if (!fd.ok()) return fd.status();
+    lock = *fd;
     media = *m;
   }
-  if (absl::Status s = ctx.mirror->Online(*dev, media); !s.ok()) return s;
+  if (absl::Status s = ctx.mirror->Online(*dev, media); !s.ok()) {
+    Unlock(lock);
+    return s;
+  }
   return DevicesJson(ctx);
 }
 
@@ -89,8 +101,12 @@ absl::StatusOr<Json> DeviceReplace(const DaemonContext& ctx, const Json& r) {
   if (!*force && (Pool::LooksFormatted(**media) || ReadMirrorLabel(**media).ok()))
     return absl::FailedPreconditionError(absl::StrCat(
         *new_path, " holds an ftld pool or mirror device; add force to overwrite it"));
-  if (absl::Status s = LockDevice(*new_path); !s.ok()) return s;
-  if (absl::Status s = ctx.mirror->Replace(*old_dev, {*new_path, *media}); !s.ok()) return s;
+  auto lock = LockDevice(*new_path);
+  if (!lock.ok()) return lock.status();
+  if (absl::Status s = ctx.mirror->Replace(*old_dev, {*new_path, *media}); !s.ok()) {
+    Unlock(*lock);
+    return s;
+  }
   return DevicesJson(ctx);
 }
 

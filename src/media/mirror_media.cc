@@ -313,7 +313,8 @@ std::vector<int> MirrorMediaImpl::ReadOrder(uint64_t offset) const {
 absl::StatusOr<int> MirrorMediaImpl::Find(const std::string& device) const {
   for (size_t i = 0; i < members_.size(); ++i)
     if (members_[i]->name == device || GuidToString(members_[i]->guid) == device) return int(i);
-  if (!device.empty() && device.size() < 3 && std::all_of(device.begin(), device.end(), ::isdigit)) {
+  if (!device.empty() && device.size() < 3 &&
+      std::all_of(device.begin(), device.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     size_t i = std::stoul(device);
     if (i < members_.size()) return int(i);
   }
