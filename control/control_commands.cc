@@ -59,6 +59,8 @@ absl::StatusOr<Json> Status(const DaemonContext& ctx) {
               {"control", ctx.control_path},
               {"listen", ListenJson(*ctx.server)},
               {"geometry", GeometryJson(ctx.pool->geometry())},
+              {"devices", {{"vdev", ctx.mirror ? "mirror" : "single"},
+                           {"state", ctx.mirror ? ctx.mirror->State() : "ONLINE"}}},
               {"space", SpaceJson(ctx.pool->Stats())},
               {"exports", ExportsJson(*ctx.exports)},
               {"clients", ClientsJson(*ctx.server)}};
@@ -84,6 +86,8 @@ absl::StatusOr<Json> Stats(const DaemonContext& ctx) {
   return Json{{"uptime_s", SecondsSince(ctx.started)},
               {"pool", PoolStatsJson(ctx.pool->Stats())},
               {"volumes", volumes},
+              {"devices", DevicesJson(ctx)},
+              {"scrub", ScrubJson(ctx.pool->GetScrubStatus())},
               {"nbd", nbd}};
 }
 

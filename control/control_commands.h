@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "control/control.h"
+#include "ftl/mirror.h"
 #include "ftl/pool.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
@@ -28,6 +29,7 @@ struct DaemonContext {
   nbd::Server* server = nullptr;
   nbd::ExportTable* exports = nullptr;
   KvRegistry* kv = nullptr;   // the open key-value stores (registry/kv_registry.h)
+  MirrorMedia* mirror = nullptr;  // the pool's media if it is a mirror (control/control_device.h)
   std::string backing;        // as given on the command line
   std::string media;          // Media::Describe()
   std::string open_report;    // how the pool was opened/created
@@ -81,5 +83,9 @@ Json PoolStatsJson(const PoolStats& s);
 double Overcommit(const PoolStats& s);
 Json SpaceJson(const PoolStats& s);
 Json VolumeStatsJson(const VolumeStats& s);
+// The devices of the pool (control/control_device.cc): the mirror's, or
+// the one BACKING; and a scrub's status.
+Json DevicesJson(const DaemonContext& ctx);
+Json ScrubJson(const ScrubStatus& s);
 
 }  // namespace ftl::control

@@ -67,6 +67,8 @@ inline constexpr char kCmdGc[] = "gc";
 inline constexpr char kCmdSnapshot[] = "snapshot";
 inline constexpr char kCmdRange[] = "range";
 inline constexpr char kCmdKv[] = "kv";
+inline constexpr char kCmdDevice[] = "device";  // issue 22: a mirror's devices
+inline constexpr char kCmdScrub[] = "scrub";
 inline constexpr char kCmdVolume[] = "volume";
 
 // ---- actions ("action") -------------------------------------------------
@@ -128,6 +130,20 @@ inline constexpr char kBase64Suffix[] = "_b64";
 inline constexpr char kArgSync[] = "sync";          // put/delete: default true
 inline constexpr char kArgGeometry[] = "geometry";  // create: "page=4096,pages=28,..."
 inline constexpr char kArgLimit[] = "limit";        // scan: at most this many entries
+// device: "device" names one by path, index or guid; replace: "old", "new"
+// (a path); online: "path" if the device was missing. scrub start: "rate"
+// (bytes a second, or a size string; 0 = unlimited).
+inline constexpr char kArgDevice[] = "device";
+inline constexpr char kArgOld[] = "old";
+inline constexpr char kArgNew[] = "new";
+inline constexpr char kArgPath[] = "path";
+inline constexpr char kArgRate[] = "rate";
+inline constexpr char kActionOffline[] = "offline";
+inline constexpr char kActionOnline[] = "online";
+inline constexpr char kActionReplace[] = "replace";
+inline constexpr char kActionStart[] = "start";
+inline constexpr char kActionStop[] = "stop";
+inline constexpr char kActionStatus[] = "status";
 // volume: "name" is a volume (or dataset, for list and destroy); "size" a
 // byte count or a string with a K/M/G/T suffix
 inline constexpr char kArgSize[] = "size";

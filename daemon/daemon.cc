@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "control/control.h"
 #include "control/control_commands.h"
+#include "control/control_device.h"
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
@@ -246,6 +247,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   ctx.server = server.get();
   ctx.exports = &exports;
   ctx.kv = &kv;
+  ctx.mirror = backing->mirror.get();
   ctx.backing = o.backing;
   ctx.media = backing->media->Describe();
   ctx.open_report = backing->report;
@@ -256,6 +258,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   control::RegisterSnapshotCommands(&dispatcher, &ctx);
   control::RegisterRangeCommands(&dispatcher, &ctx);
   control::RegisterKvCommands(&dispatcher, &ctx);
+  control::RegisterDeviceCommands(&dispatcher, &ctx);
   control::RegisterVolumeCommands(&dispatcher, &ctx);
   auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
   if (absl::Status s = control->Listen(o.control); !s.ok()) {
@@ -339,6 +342,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   log->info("writing checkpoint and closing the pool");
   absl::Status closed = pool.Close();
   server.reset();
+  // A resilver in progress starts over at the next start.
+  if (backing->mirror) backing->mirror->Shutdown();
   if (!closed.ok()) {
     log->error("closing the pool failed: {}", closed.ToString());
     return 1;

@@ -186,6 +186,14 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
         return Bad(absl::StrCat("--proof-delay: '", *v, "' is not a number of milliseconds from 0 to 1000"));
       }
       o.proof_delay_ms = ms;
+    } else if (arg == "--mirror") {
+      st = flag(&o.mirror);
+    } else if (arg == "--resilver-rate") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      auto n = ParseSize(*v);
+      if (!n.ok()) return Bad(absl::StrCat("--resilver-rate: ", n.status().message()));
+      o.resilver_rate = *n;
     } else if (arg == "--tls") {
       auto v = value();
       if (!v.ok()) return v.status();
@@ -219,8 +227,15 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
   }
   if (o.help || o.version) return o;
   if (positional.empty()) return Bad("missing BACKING (a file or block device; see --help)");
-  if (positional.size() > 1) return Bad(absl::StrCat("unexpected argument '", positional[1], "'"));
+  if (positional.size() > 1 && !o.mirror)
+    return Bad(absl::StrCat("unexpected argument '", positional[1],
+                            "' (several BACKINGs make a mirror: add --mirror; striping is not built)"));
+  if (positional.size() > 8) return Bad("a mirror has at most 8 devices");
+  for (size_t i = 0; i < positional.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (positional[i] == positional[j]) return Bad(absl::StrCat("BACKING ", positional[i], " given twice"));
   o.backing = positional[0];
+  o.backings = positional;
   if (o.force && !o.format) return Bad("--force only makes sense with --format");
   const bool have_creds = !o.tls_certificates.empty() || !o.tls_psk.empty();
   if (o.tls == "off" && (have_creds || o.tls_verify_peer))
@@ -237,6 +252,7 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
 
 std::string DaemonUsage() {
   return R"(usage: ftld [OPTIONS] BACKING
+       ftld [OPTIONS] --mirror BACKING BACKING [BACKING...]
 
 Serve the ftld flash translation layer on BACKING (a file or block device)
 over NBD. Runs in the foreground and logs to stderr.
@@ -296,6 +312,15 @@ over NBD. Runs in the foreground and logs to stderr.
                        then loses what a power cut of a disk with a volatile
                        write cache would: unflushed writes, and tears the
                        flush in progress
+      --mirror         the BACKINGs are one mirror (2 to 8 devices): every
+                       write goes to each, reads to one, a block failing its
+                       checksum is read from another and healed. New devices
+                       get mirror labels and a pool (like one new BACKING);
+                       a device that carries a label opens its mirror (with
+                       devices missing it runs DEGRADED). `ftlctl device`
+                       lists, offlines, onlines and replaces devices
+      --resilver-rate R  copy rate of a resilver (default 512M per second;
+                       0: unlimited)
       --tls MODE       TLS on the NBD listeners (NBD_OPT_STARTTLS): off
                        (default), on (clients may use it), require (every
                        option but STARTTLS and ABORT is refused until TLS)

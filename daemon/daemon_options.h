@@ -8,7 +8,7 @@
 //        [--tls off|on|require] [--tls-certificates DIR | --tls-psk FILE]
 //        [--tls-verify-peer]
 //        [--kv-port N] [--kv-bind ADDR] [--kv-unix PATH] [--kv-fsync always|everysec]
-//        [--kv-databases N] BACKING
+//        [--kv-databases N] [--mirror] [--resilver-rate SIZE] BACKING [BACKING...]
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -23,7 +23,12 @@
 namespace ftl::daemon {
 
 struct DaemonOptions {
-  std::string backing;
+  std::string backing;                // the first BACKING (names the control socket)
+  std::vector<std::string> backings;  // all of them: more than one only with --mirror
+  // A mirror of the BACKINGs (include/ftl/mirror.h); also implied when a
+  // BACKING carries a mirror label.
+  bool mirror = false;
+  uint64_t resilver_rate = 512ull << 20;  // MirrorOptions::resilver_bytes_per_sec (--resilver-rate)
   std::optional<uint64_t> size;  // create a missing BACKING with this size
   bool format = false;
   bool force = false;

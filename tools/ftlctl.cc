@@ -11,8 +11,8 @@
 // is appended to "args". So new daemon commands work without changing ftlctl.
 // "snapshot" and "range" have their own argument syntax (kUsage) and build
 // {"cmd":"snapshot"|"range","action":...} requests (README: Control protocol);
-// "kv" is tools/ftlctl_kv.h, "volume" tools/ftlctl_volume.h, argument
-// parsing tools/ftlctl_args.h.
+// "kv" is tools/ftlctl_kv.h, "volume" tools/ftlctl_volume.h, "device" and
+// "scrub" tools/ftlctl_device.h, argument parsing tools/ftlctl_args.h.
 // The socket is --control, else $FTLD_CONTROL, else the only *.sock in
 // /run/ftld. Exit status: 0 ok, 1 the daemon answered an error, 2 usage or
 // connection problems.
@@ -42,6 +42,7 @@
 #include "ftl/size.h"
 #include "ftl/tree_ref.h"
 #include "tools/ftlctl_args.h"
+#include "tools/ftlctl_device.h"
 #include "tools/ftlctl_kv.h"
 #include "tools/ftlctl_volume.h"
 
@@ -106,6 +107,7 @@ Options:
 std::string FullUsage() {
   std::string u = kUsage;
   u.insert(u.find("Any other COMMAND"), std::string(ftl::ctl::kKvUsage) + ftl::ctl::kVolumeUsage);
+  u.insert(u.find("Any other COMMAND"), ftl::ctl::kDeviceUsage);
   return u;
 }
 
@@ -797,6 +799,15 @@ int main(int argc, char** argv) {
   if (rest[0] == kCmdVolume) {
     return ftl::ctl::RunVolume(std::vector<std::string>(rest.begin() + 1, rest.end()), json,
                                roundtrip);
+  }
+
+  if (rest[0] == kCmdDevice || rest[0] == kCmdScrub) {
+    std::string path;
+    return ftl::ctl::RunDevice(rest[0], std::vector<std::string>(rest.begin() + 1, rest.end()), json,
+                               [&](const std::string& request, std::string* reply, std::string* err) {
+                                 if (path.empty()) path = ResolveControl(control, err);
+                                 return !path.empty() && Roundtrip(path, request, timeout_s, reply, err);
+                               });
   }
 
   bool sub = rest[0] == kCmdSnapshot || rest[0] == kCmdRange;

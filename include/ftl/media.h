@@ -12,10 +12,30 @@
 #include <span>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace ftl {
+
+// What a reader's check says about one unit of data just read
+// (Media::ReadVerified).
+enum class ReadVerdict {
+  kGood,    // intact: it passed a checksum
+  kUnsure,  // usable, but nothing proves it (e.g. a header's first block)
+  kAbsent,  // nothing there (no record magic): not damage
+  kBad,     // damaged: a checksum failed
+};
+// Judges unit `index` (unit_bytes long; the last may be shorter) of a read.
+using ReadCheck = absl::FunctionRef<ReadVerdict(size_t index, std::span<const std::byte> unit)>;
+// What ReadVerified found, for callers that report it (scrub).
+struct ReadOutcome {
+  uint64_t bad_copies = 0;    // units of some copy that were kBad or unreadable
+  uint64_t repaired = 0;      // of those, rewritten from a good copy
+  uint64_t unrecovered = 0;   // units no copy of which was kGood or kUnsure
+  uint64_t good = 0;          // units in `out` that the check called kGood
+                              // (media that do not check leave it 0)
+};
 
 class Media {
  public:
@@ -32,6 +52,34 @@ class Media {
   virtual absl::Status WriteGather(uint64_t offset,
                                    std::span<const std::span<const std::byte>> pieces);
   virtual bool gathers_writes() const { return false; }
+  // Reads as Read, for a caller that can judge what it gets: `check` is
+  // called on each unit_bytes of `out`. Media holding one copy of each
+  // byte read once and ignore the check (the default); a mirror
+  // (ftl/mirror.h) reads one copy, reads each unit that is not kGood (or
+  // that the copy failed to read) from the other copies, keeps the first
+  // kGood one (else the first kUnsure, else the first copy's bytes) in
+  // `out`, and rewrites the copies that were kBad, kAbsent or unreadable
+  // with it (self-heal; docs/decisions.md, "Issue 22: mirrors and scrub").
+  // The status is an I/O error only if no copy could be read; callers
+  // still verify what they got. `outcome` (may be null) adds up what was
+  // found.
+  virtual absl::Status ReadVerified(uint64_t offset, std::span<std::byte> out, size_t unit_bytes,
+                                    ReadCheck check, ReadOutcome* outcome = nullptr) {
+    (void)unit_bytes;
+    (void)check;
+    (void)outcome;
+    return Read(offset, out);
+  }
+  // As ReadVerified, but every copy is read and checked, not only until a
+  // good one is found (scrub); bad copies are rewritten from a good one.
+  // Media with one copy: ReadVerified.
+  virtual absl::Status VerifyCopies(uint64_t offset, std::span<std::byte> out, size_t unit_bytes,
+                                    ReadCheck check, ReadOutcome* outcome = nullptr) {
+    return ReadVerified(offset, out, unit_bytes, check, outcome);
+  }
+  // True if a Discard'ed range reads as zeros afterwards (a file: punched
+  // holes). A mirror's resilver uses it to copy zeros without writing them.
+  virtual bool discard_zeroes() const { return false; }
   // Makes every completed Write durable.
   virtual absl::Status Sync() = 0;
   // Tells the device a range is free (punch hole / BLKDISCARD). Reading it

@@ -202,6 +202,37 @@ struct PoolStats {
   bool proof_pending = false;
 };
 
+// Scrub (docs/decisions.md, "Issue 22: mirrors and scrub"): a pass that
+// reads every live block in the background and checks it against its
+// checksum; on a mirror (ftl/mirror.h) a bad copy is rewritten from a
+// good one.
+struct ScrubOptions {
+  // Read rate limit; 0 = as fast as the media goes.
+  uint64_t rate_bytes_per_sec = 64ull << 20;
+  // Also the checkpoint slots (only when nothing writes checkpoints
+  // meanwhile: ftl-tool scrub).
+  bool checkpoints = false;
+};
+
+struct ScrubStatus {
+  // "none" (never started), "running", "stopped", "finished", "failed".
+  std::string state = "none";
+  uint64_t total_bytes = 0;     // live data when the pass started
+  uint64_t scanned_bytes = 0;   // live data verified so far
+  uint64_t blocks_verified = 0;
+  uint64_t headers_verified = 0;  // record headers of full segments
+  uint64_t metadata_verified = 0; // superblock copies and checkpoint slots
+  // Copies found bad (checksum mismatch, unreadable), of them rewritten
+  // from a good copy, and blocks (or headers) no copy of which is good.
+  uint64_t errors = 0;
+  uint64_t repaired = 0;
+  uint64_t unrecoverable = 0;
+  std::vector<std::string> damage;  // the unrecoverable ones (first 100)
+  double elapsed_s = 0;
+  uint64_t passes = 0;  // passes finished since open
+  std::string error;    // why it failed
+};
+
 class Volume {
  public:
   using Callback = std::function<void(absl::Status)>;
@@ -307,6 +338,15 @@ class Pool {
   // live counts, segment states; with verify_data also reads every live
   // block and checks its checksum. Holds the map lock shared meanwhile.
   virtual absl::StatusOr<CheckReport> Check(bool verify_data) = 0;
+
+  // ---- Scrub. StartScrub begins a pass on a thread of its own
+  // (FailedPrecondition while one runs, or on a read-only pool); StopScrub
+  // ends it early (its counts stay); ScrubStatus reports the current or
+  // last pass. Scrub runs a whole pass in the calling thread.
+  virtual absl::Status StartScrub(const ScrubOptions& opts) = 0;
+  virtual void StopScrub() = 0;
+  virtual ScrubStatus GetScrubStatus() const = 0;
+  virtual absl::StatusOr<ScrubStatus> Scrub(const ScrubOptions& opts) = 0;
   // Human-readable recovery summary of the last Open ("clean", "recovered
   // N records from checkpoint seq S", "rebuilt from log").
   virtual std::string OpenReport() const = 0;

@@ -105,7 +105,14 @@ absl::Status FormatMedia(Media& media, const FormatOptions& f, bool discard) {
 absl::Status Checkpointer::ReadSuperblock(std::vector<std::string>* degraded) {
   if (media_->size() < 2 * kBlockSize) return absl::NotFoundError("media too small to hold a pool");
   media::AlignedBuffer buf(2 * kBlockSize);
-  if (absl::Status s = media_->Read(0, buf.span()); !s.ok()) return s;
+  // A mirror reads the other device's copy of a superblock that fails.
+  auto check = [](size_t, std::span<const std::byte> b) {
+    absl::StatusOr<log::Superblock> sb = log::DecodeSuperblock(b);
+    if (sb.ok()) return ReadVerdict::kGood;
+    if (absl::IsNotFound(sb.status())) return ReadVerdict::kAbsent;
+    return absl::IsDataLoss(sb.status()) ? ReadVerdict::kBad : ReadVerdict::kUnsure;
+  };
+  if (absl::Status s = media_->ReadVerified(0, buf.span(), kBlockSize, check); !s.ok()) return s;
   absl::StatusOr<log::Superblock> copies[2] = {
       log::DecodeSuperblock(buf.span().subspan(0, kBlockSize)),
       log::DecodeSuperblock(buf.span().subspan(kBlockSize, kBlockSize))};

@@ -33,7 +33,11 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
       if (si.bytes == 0 || si.bytes > uint64_t(checkpointer_.superblock().ckpt_slot_blocks) * kBlockSize) continue;
       media::AlignedBuffer buf((si.bytes + kBlockSize - 1) / kBlockSize * kBlockSize);
       uint64_t off = (2 + uint64_t(slot) * checkpointer_.superblock().ckpt_slot_blocks) * kBlockSize;
-      if (!media_->Read(off, buf.span()).ok() || util::Xxh3(buf.span().subspan(0, si.bytes)) != si.xxh3) {
+      auto slot_check = [&si](size_t, std::span<const std::byte> b) {
+        return util::Xxh3(b.subspan(0, si.bytes)) == si.xxh3 ? ReadVerdict::kGood : ReadVerdict::kBad;
+      };
+      if (!media_->ReadVerified(off, buf.span(), buf.size(), slot_check).ok() ||
+          util::Xxh3(buf.span().subspan(0, si.bytes)) != si.xxh3) {
         std::string d = absl::StrFormat("checkpoint slot %d is damaged (checksum mismatch or unreadable)", slot);
         if (std::find(rep.degraded.begin(), rep.degraded.end(), d) == rep.degraded.end())
           rep.degraded.push_back(d);
@@ -188,9 +192,7 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
       so.verify_data = false;
       so.resync_after_damage = true;
       log::Pba first = segs.FirstBlock(seg);
-      log::SegmentScan scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
-        return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
-      });
+      log::SegmentScan scan = log::ScanSegment(so, log::MediaSegmentReader(media_.get(), MediaOffset(first)));
       rep.records += scan.records.size();
       if (scan.damaged > 0)
         problem(absl::StrFormat(
@@ -202,7 +204,11 @@ absl::StatusOr<CheckReport> PoolImpl::Check(bool verify_data) {
     media::AlignedBuffer buf(kBlockSize);
     std::set<Bno> bad_vbas;
     for (const auto& [pba, v] : seen_pba) {
-      absl::Status s = media_->Read(MediaOffset(log::Pba(pba)), buf.span());
+      const uint32_t want = st.block_csum(pba);
+      auto check = [want](size_t, std::span<const std::byte> b) {
+        return util::BlockChecksum(b) == want ? ReadVerdict::kGood : ReadVerdict::kBad;
+      };
+      absl::Status s = media_->ReadVerified(MediaOffset(log::Pba(pba)), buf.span(), kBlockSize, check);
       ++rep.blocks_verified;
       if (!s.ok()) {
         problem(absl::StrFormat("PBA %d unreadable: %s", pba, s.message()));

@@ -167,9 +167,12 @@ void PoolImpl::StartThreads(const OpenOptions& o) {
   cleaner_ = std::make_unique<gc::Cleaner>(&relocator_, cl);
   committer_.AttachCleaner(cleaner_.get(), &relocator_);
   if (o.start_cleaner && !read_only_) cleaner_->Start();
+  scrubber_ = std::make_unique<scrub::Scrubber>(&state_, media_, &checkpointer_, geo_.data_offset,
+                                                geo_.segment_blocks, checkpointer_.superblock().uuid);
 }
 
 void PoolImpl::StopThreads() {
+  if (scrubber_) scrubber_->Stop();
   if (cleaner_) cleaner_->Stop();
   committer_.Stop();
 }

@@ -11,6 +11,7 @@
 //   commit::Committer        queues, group commit, the writer thread
 //     SegmentAllocator, SlotClassifier, RecordWriter (its parts)
 //   gc::Relocator + Cleaner  victim choice, relocation, segment release
+//   scrub::Scrubber          scrub passes (src/scrub/scrubber.h)
 //   snap::Catalogue          snapshots, datasets and range attributes
 //   range::RangeOps          clone, move, merge
 //   VolumeRegistry           the Volume objects (core/volume_impl.h)
@@ -38,6 +39,7 @@
 #include "gc/relocator.h"
 #include "log/durability.h"
 #include "range/range_ops.h"
+#include "scrub/scrubber.h"
 #include "snap/catalogue.h"
 #include "state/pool_state.h"
 
@@ -66,6 +68,10 @@ class PoolImpl : public Pool {
   PoolStats Stats() const override;
   absl::StatusOr<CheckReport> Check(bool verify_data) override;  // consistency.cc
   std::string OpenReport() const override { return open_report_; }
+  absl::Status StartScrub(const ScrubOptions& opts) override { return scrubber_->Start(opts); }
+  void StopScrub() override { scrubber_->Stop(); }
+  ScrubStatus GetScrubStatus() const override { return scrubber_->Status(); }
+  absl::StatusOr<ScrubStatus> Scrub(const ScrubOptions& opts) override { return scrubber_->Run(opts); }
 
   absl::StatusOr<SnapshotInfo> CreateSnapshot(const std::string& volume,
                                               const std::string& name) override {
@@ -146,6 +152,7 @@ class PoolImpl : public Pool {
   commit::Committer committer_;
   gc::Relocator relocator_;
   std::unique_ptr<gc::Cleaner> cleaner_;
+  std::unique_ptr<scrub::Scrubber> scrubber_;  // made in StartThreads
   snap::Catalogue catalogue_;
   range::RangeOps ranges_;
   RangeLock range_lock_;

@@ -70,9 +70,17 @@ absl::Status VolumeImpl::Read(uint64_t offset, std::span<std::byte> out) {
     }
     Bno j = i + 1;
     while (j < n && blocks[j].first == blocks[j - 1].first + 1) ++j;
-    status = ctx_->media->Read(ctx_->MediaOffset(blocks[i].first),
-                              std::span<std::byte>(dst + size_t(i) * kBlockSize, size_t(j - i) * kBlockSize));
-    for (Bno k = i; k < j && status.ok(); ++k) {
+    // A mirror reads another copy of a block that fails its checksum
+    // and heals the bad one (ftl/media.h, ReadVerified).
+    auto check = [&blocks, i](size_t u, std::span<const std::byte> b) {
+      return util::BlockChecksum(b) == blocks[i + u].second ? ReadVerdict::kGood : ReadVerdict::kBad;
+    };
+    ReadOutcome outcome;
+    status = ctx_->media->ReadVerified(ctx_->MediaOffset(blocks[i].first),
+                                       std::span<std::byte>(dst + size_t(i) * kBlockSize, size_t(j - i) * kBlockSize),
+                                       kBlockSize, check, &outcome);
+    // A mirror checked every block already.
+    for (Bno k = i; k < j && status.ok() && outcome.good != uint64_t(j - i); ++k) {
       auto block = std::span<const std::byte>(dst + size_t(k) * kBlockSize, kBlockSize);
       if (util::BlockChecksum(block) != blocks[k].second) {
         status = absl::DataLossError(absl::StrFormat(

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "log/segment_reader.h"
 #include "media/aligned_buffer.h"
+#include "util/checksum.h"
 
 namespace ftl::gc {
 namespace {
@@ -135,10 +136,24 @@ absl::StatusOr<uint32_t> Relocator::CleanSegment(uint32_t seg) {
   so.segment_blocks = wp;
   so.uuid = checkpointer_->superblock().uuid;
   so.verify_data = false;
-  log::SegmentScan scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
-    std::memcpy(out.data(), buf.data() + size_t(b) * kBlockSize, size_t(n) * kBlockSize);
-    return absl::OkStatus();
-  });
+  // Headers come from the buffer; one that does not verify there (below
+  // the write pointer, every block is a record's) is read again through
+  // ReadVerified, which on a mirror takes another copy and heals this one.
+  log::SegmentScan scan = log::ScanSegment(
+      so, log::CheckedBlockReader([&](uint32_t b, uint32_t n, std::span<std::byte> out, size_t unit_bytes,
+                                      ReadCheck check) {
+        std::byte* at = buf.data() + size_t(b) * kBlockSize;
+        const size_t len = size_t(n) * kBlockSize;
+        bool fine = true;
+        for (size_t u = 0; u * unit_bytes < len && fine; ++u)
+          fine = check(u, std::span<const std::byte>(at + u * unit_bytes, std::min(unit_bytes, len - u * unit_bytes))) ==
+                 ReadVerdict::kGood;
+        if (!fine) {
+          (void)media_->ReadVerified(MediaOffset(first + b), std::span<std::byte>(at, len), unit_bytes, check);
+        }
+        std::memcpy(out.data(), at, len);
+        return absl::OkStatus();
+      }));
 
   // Live blocks: the VBA table still points at them.
   std::vector<log::RelocBlock> live;
@@ -170,6 +185,18 @@ absl::StatusOr<uint32_t> Relocator::CleanSegment(uint32_t seg) {
         }
       }
     }
+  }
+
+  // A live block that fails its checksum is read again: a mirror answers
+  // with a good copy (and heals the bad one) instead of relocating damage.
+  for (size_t k = 0; k < live.size(); ++k) {
+    std::span<std::byte> block(buf.data() + size_t(offsets[k]) * kBlockSize, kBlockSize);
+    if (util::BlockChecksum(block) == live[k].csum) continue;
+    const uint32_t want = live[k].csum;
+    auto check = [want](size_t, std::span<const std::byte> b) {
+      return util::BlockChecksum(b) == want ? ReadVerdict::kGood : ReadVerdict::kBad;
+    };
+    (void)media_->ReadVerified(MediaOffset(first + offsets[k]), block, kBlockSize, check);
   }
 
   // Each live block goes to the slot placement chooses.

@@ -1,4 +1,5 @@
 #include "log/log_format.h"
+#include "media/mirror_label.h"
 
 #include <algorithm>
 
@@ -8,6 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "util/checksum.h"
 #include "util/encoding.h"
+
+// The mirror label (media/mirror_label.h) claims a format version older
+// builds refuse and this one knows.
+static_assert(ftl::media::kLabelFormatVersion <= ftl::log::kFormatVersion);
 
 namespace ftl::log {
 
@@ -87,6 +92,13 @@ absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
   uint64_t stored = d.U64();
   if (!d.ok() || util::Xxh3(block.subspan(0, covered)) != stored) {
     return absl::DataLossError("superblock checksum mismatch");
+  }
+  // A mirror device's label (media/mirror_label.h) wears a superblock whose
+  // name field starts with the label magic "FTLDLABL".
+  if (sb.primary_name.size() >= 8 && sb.primary_name.starts_with("FTLDLABL")) {
+    return absl::FailedPreconditionError(
+        "this is a device of a mirror (it starts with a mirror label): open it as a mirror "
+        "(ftld --mirror, ftl-tool --mirror)");
   }
   if (sb.format_version > kFormatVersion) {
     return absl::FailedPreconditionError(

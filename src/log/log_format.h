@@ -4,6 +4,11 @@
 // data_offset, i.e. byte = data_offset + pba * 4096):
 //
 //   media       := superblock_A superblock_B ckpt_slot_0 ckpt_slot_1 pad segment*
+//   device      := media                       (a single device)
+//                | label_A label_B pad media   (a device of a mirror, format >= 8:
+//                                               media/mirror_label.h; media starts
+//                                               at byte 1 MiB and is the same on
+//                                               every device of the mirror)
 //   superblock  := (one block, A at byte 0, B at byte 4096; the valid copy
 //                  with the highest generation wins)
 //                  magic u64 "FTLDSUPR" | format_version u32 | uuid 16B
@@ -97,10 +102,15 @@ namespace ftl::log {
 // has a distinct type for each kind.
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 8;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
 // no JOINED records, version 3 no RELOCP, version 4 no DATASET, version 5
-// no RESIZE; opening upgrades the superblock).
+// no RESIZE, versions 6 and 7 no mirror device labels; opening upgrades the
+// superblock). Version 7 belongs to another branch of issue work (the lead
+// renumbers at merge); version 8 changed nothing inside the pool: it marks
+// the mirror device label (whose block carries 8 in the superblock's
+// version field so that older builds refuse a mirror device instead of
+// formatting over it).
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr uint64_t kSuperMagic = 0x5250555344544c46ull;  // "FTLDSUPR"
 inline constexpr uint32_t kRecordMagic = 0x524c5446u;           // "FTLR"
@@ -142,7 +152,8 @@ struct Superblock {
 // Encodes into exactly one block.
 std::vector<std::byte> EncodeSuperblock(const Superblock& sb);
 // NotFound if the magic is absent; DataLoss on a checksum mismatch;
-// FailedPrecondition for an unknown format version.
+// FailedPrecondition for an unknown format version, or for a mirror
+// device's label (the pool starts after it: open the device as a mirror).
 absl::StatusOr<Superblock> DecodeSuperblock(std::span<const std::byte> block);
 
 enum class Stream : uint8_t { kUser = 0, kRelocation = 1 };

@@ -4,7 +4,22 @@
 
 namespace ftl::log {
 
+CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset, bool all_copies) {
+  return [media, segment_offset, all_copies](uint32_t first, uint32_t n, std::span<std::byte> out,
+                                             size_t unit_bytes, ReadCheck check) {
+    const uint64_t at = segment_offset + uint64_t(first) * kBlock;
+    auto span = out.subspan(0, size_t(n) * kBlock);
+    return all_copies ? media->VerifyCopies(at, span, unit_bytes, check)
+                      : media->ReadVerified(at, span, unit_bytes, check);
+  };
+}
+
 SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read) {
+  return ScanSegment(opts, CheckedBlockReader([&read](uint32_t first, uint32_t n, std::span<std::byte> out,
+                                                      size_t, ReadCheck) { return read(first, n, out); }));
+}
+
+SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read) {
   SegmentScan scan;
   uint32_t pos = opts.start_block;
   uint64_t last_seq = 0;
@@ -15,8 +30,25 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
       scan.stop_reason = "end";
       break;
     }
+    // A header that continues this scan; anything else ends it (or, with
+    // resync, is skipped). As a mirror's check: see the header.
+    auto continues = [&](const RecordHeader& h) {
+      return h.uuid == opts.uuid && h.seq >= opts.min_seq && h.seq > last_seq &&
+             pos + h.header_blocks + h.data_blocks <= opts.segment_blocks;
+    };
+    auto judge_header = [&](std::span<const std::byte> b) {
+      auto h = DecodeRecordHeader(b);
+      if (!h.ok()) return ReadVerdict::kBad;
+      return continues(*h) ? ReadVerdict::kGood : ReadVerdict::kAbsent;
+    };
+    auto first_check = [&](size_t, std::span<const std::byte> b) {
+      uint16_t n = PeekHeaderBlocks(b);
+      if (n == 0 || n > kMaxHeaderBlocks || pos + n > opts.segment_blocks) return ReadVerdict::kAbsent;
+      if (n > 1) return ReadVerdict::kUnsure;
+      return judge_header(b);
+    };
     buf.resize(kBlock);
-    if (!read(pos, 1, buf).ok()) {
+    if (!read(pos, 1, buf, kBlock, first_check).ok()) {
       scan.stop_reason = "read error";
       break;
     }
@@ -35,8 +67,10 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
       break;
     }
     if (hb > 1) {
+      // Read whole, so that a mirror judges (and heals) the header as one.
       buf.resize(size_t(hb) * kBlock);
-      if (!read(pos + 1, hb - 1, std::span(buf).subspan(kBlock)).ok()) {
+      auto whole_check = [&](size_t, std::span<const std::byte> b) { return judge_header(b); };
+      if (!read(pos, hb, buf, size_t(hb) * kBlock, whole_check).ok()) {
         scan.stop_reason = "read error";
         break;
       }
@@ -58,8 +92,7 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
       }
       break;
     }
-    if (h->uuid != opts.uuid || h->seq < opts.min_seq || h->seq <= last_seq ||
-        pos + hb + h->data_blocks > opts.segment_blocks) {
+    if (!continues(*h)) {
       scan.stop_reason = "sequence";
       if (opts.resync_after_damage && scan.damaged > 0) {
         ++pos;
@@ -71,21 +104,24 @@ SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read)
     rec.first_block = pos;
     rec.header = std::move(*h);
     if (opts.verify_data && rec.header.data_blocks > 0) {
+      std::vector<uint32_t> want;
+      want.reserve(rec.header.data_blocks);
+      for (const Op& op : rec.header.ops) {
+        size_t n = op.data_blocks();
+        for (size_t k = 0; k < n; ++k)
+          want.push_back(op.type == OpType::kWrite ? op.write.csum[k] : op.reloc.blocks[k].csum);
+      }
+      auto data_check = [&want](size_t i, std::span<const std::byte> b) {
+        return i < want.size() && util::BlockChecksum(b) == want[i] ? ReadVerdict::kGood : ReadVerdict::kBad;
+      };
       std::vector<std::byte> data(size_t(rec.header.data_blocks) * kBlock);
-      if (!read(pos + hb, rec.header.data_blocks, data).ok()) {
+      if (!read(pos + hb, rec.header.data_blocks, data, kBlock, data_check).ok() ||
+          want.size() != rec.header.data_blocks) {
         rec.data_ok = false;
       } else {
-        uint32_t i = 0;
-        for (const Op& op : rec.header.ops) {
-          size_t n = op.data_blocks();
-          for (size_t k = 0; k < n; ++k, ++i) {
-            uint32_t want =
-                op.type == OpType::kWrite ? op.write.csum[k] : op.reloc.blocks[k].csum;
-            if (util::BlockChecksum(std::span(data).subspan(size_t(i) * kBlock, kBlock)) !=
-                want) {
-              rec.data_ok = false;
-            }
-          }
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (data_check(i, std::span(data).subspan(i * kBlock, kBlock)) != ReadVerdict::kGood)
+            rec.data_ok = false;
         }
       }
     }

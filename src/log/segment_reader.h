@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "ftl/media.h"
 #include "log/log_format.h"
 
 namespace ftl::log {
@@ -15,6 +16,15 @@ namespace ftl::log {
 // Reads n blocks starting at block `first` of the segment into out.
 using SegmentBlockReader =
     std::function<absl::Status(uint32_t first, uint32_t n, std::span<std::byte> out)>;
+// The same for media that can read another copy of what fails a check
+// (Media::ReadVerified): `check` judges `out` in units of unit_bytes.
+using CheckedBlockReader = std::function<absl::Status(uint32_t first, uint32_t n, std::span<std::byte> out,
+                                                      size_t unit_bytes, ReadCheck check)>;
+// Reads the segment whose block 0 is at byte `segment_offset` of `media`
+// through ReadVerified: on a mirror, a record header or data block that
+// fails its checksum on one device is read from another and healed. With
+// all_copies (scrub), through VerifyCopies: every copy is checked.
+CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset, bool all_copies = false);
 
 struct ParsedRecord {
   RecordHeader header;
@@ -55,6 +65,12 @@ struct ScanOptions {
 // does not increase, or after a record whose data fails its checksum (that
 // record is returned with data_ok = false). Reads header-first so that a
 // segment with no new records costs one block read.
+// The checks it passes: a header's first block is kGood if it is a whole
+// valid header that continues the scan, kAbsent if it holds no magic or a
+// header that ends the scan (another pool's, an older seq), kUnsure if it
+// starts a longer header, kBad if its checksum fails; a whole header the
+// same; a data block kGood or kBad by its checksum.
 SegmentScan ScanSegment(const ScanOptions& opts, const SegmentBlockReader& read);
+SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read);
 
 }  // namespace ftl::log

@@ -56,6 +56,7 @@ class FileMedia : public Media {
     return PwritevAll(fd_, pieces, offset, what_);
   }
   bool gathers_writes() const override { return true; }
+  bool discard_zeroes() const override { return true; }  // punched holes (or zeros written)
 
   absl::Status Sync() override {
     while (::fdatasync(fd_) != 0) {

@@ -31,7 +31,12 @@ absl::StatusOr<Recovered> Recovery::Run() {
     const log::SlotInfo& si = sb_.slots[slot];
     if (si.bytes == 0 || si.bytes > uint64_t(sb_.ckpt_slot_blocks) * kBlockSize) continue;
     media::AlignedBuffer buf(AlignUp(si.bytes, kBlockSize));
-    if (absl::Status s = media_->Read(checkpoint::SlotOffset(sb_, slot), buf.span()); !s.ok()) {
+    // A mirror checks every copy of the slot and heals a bad one.
+    auto slot_check = [&si](size_t, std::span<const std::byte> b) {
+      return util::Xxh3(b.subspan(0, si.bytes)) == si.xxh3 ? ReadVerdict::kGood : ReadVerdict::kBad;
+    };
+    if (absl::Status s = media_->VerifyCopies(checkpoint::SlotOffset(sb_, slot), buf.span(), buf.size(), slot_check);
+        !s.ok()) {
       log->warn("checkpoint slot {} unreadable: {}", slot, s.ToString());
       out_.degraded.push_back(absl::StrFormat("checkpoint slot %d is damaged (checksum mismatch or unreadable)", slot));
       continue;
@@ -88,11 +93,20 @@ absl::Status Recovery::RollForward(uint64_t from_seq) {
   for (uint32_t s = 0; s < segs.count(); ++s) {
     const auto& si = segs.at(s);
     log::Pba first = segs.FirstBlock(s);
-    auto read = [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
-      return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
-    };
+    // Every copy: after a crash a mirror's devices may differ in what was
+    // not yet synced; what replay accepts must be on every device before
+    // the recovered checkpoints make it durable (docs/decisions.md,
+    // "Issue 22: mirrors and scrub").
+    log::CheckedBlockReader read = log::MediaSegmentReader(media_.get(), MediaOffset(first), /*all_copies=*/true);
     bool reused = false;
-    if (read(0, 1, first_block.span()).ok() && log::PeekHeaderBlocks(first_block.span()) > 0) {
+    // A mirror takes the copy that says "reused" if one does (the scan
+    // below then judges each record on every copy).
+    auto reused_check = [&](size_t, std::span<const std::byte> b) {
+      return log::PeekHeaderBlocks(b) > 0 && util::GetU64(b.data() + 16) >= from_seq ? ReadVerdict::kUnsure
+                                                                                      : ReadVerdict::kAbsent;
+    };
+    if (media_->ReadVerified(MediaOffset(first), first_block.span(), kBlockSize, reused_check).ok() &&
+        log::PeekHeaderBlocks(first_block.span()) > 0) {
       uint64_t seq = util::GetU64(first_block.data() + 16);
       reused = seq >= from_seq;
     }
@@ -265,9 +279,7 @@ absl::Status Recovery::RebuildFromLog() {
     so.segment_blocks = sb_.segment_blocks;
     so.uuid = sb_.uuid;
     log::Pba first = segs.FirstBlock(s);
-    auto scan = log::ScanSegment(so, [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
-      return media_->Read(MediaOffset(first + b), out.subspan(0, size_t(n) * kBlockSize));
-    });
+    auto scan = log::ScanSegment(so, log::MediaSegmentReader(media_.get(), MediaOffset(first), /*all_copies=*/true));
     for (auto& r : scan.records) found.push_back({std::move(r), s});
   }
   std::sort(found.begin(), found.end(),

@@ -64,6 +64,9 @@ class PoolState {
   void LookupForRead(uint32_t vol, Bno lba, Bno n, std::vector<std::pair<log::Pba, uint32_t>>* out,
                      std::vector<uint32_t>* pinned) ABSL_LOCKS_EXCLUDED(map_mu);
   void Unpin(const std::vector<uint32_t>& pinned);
+  // Pins segment `seg` for a reader that reads it without a lookup (scrub);
+  // REQUIRES: map_mu held, and Unpin({seg}) after reading.
+  void PinSegment(uint32_t seg) ABSL_SHARED_LOCKS_REQUIRED(map_mu) { pins_[seg].fetch_add(1); }
   // Whether a reader still reads segment `seg`.
   bool Pinned(uint32_t seg) const { return pins_[seg].load() != 0; }
 

@@ -14,6 +14,7 @@
 
 #include "control/control.h"
 #include "control/control_commands.h"
+#include "control/control_device.h"
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
@@ -60,6 +61,7 @@ class ControlFuzzTest : public ::testing::Test {
     kv_ = std::make_unique<KvRegistry>(pool_.get(), KvOptions{.buffer_pages = 16});
     ctx_.kv = kv_.get();
     RegisterKvCommands(&dispatcher_, &ctx_);
+    RegisterDeviceCommands(&dispatcher_, &ctx_);
     RegisterVolumeCommands(&dispatcher_, &ctx_);
   }
   void TearDown() override {
@@ -208,6 +210,13 @@ std::vector<CommandShape> Commands() {
       {R"({"cmd":"kv","action":"create","name":"kg","geometry":"pages=28"})",
        {"action", "name", "geometry"}},
       {R"({"cmd":"kv","action":"list"})", {"action"}},
+      {R"({"cmd":"device","action":"list"})", {"action"}},
+      {R"({"cmd":"device","action":"offline","device":"0"})", {"action", "device"}},
+      {R"({"cmd":"device","action":"online","device":"0","path":"/nonexistent"})", {"device", "path"}},
+      {R"({"cmd":"device","action":"replace","old":"0","new":"/nonexistent"})", {"old", "new", "force"}},
+      {R"({"cmd":"scrub","action":"start","rate":"1M"})", {"action", "rate"}},
+      {R"({"cmd":"scrub","action":"status"})", {"action"}},
+      {R"({"cmd":"scrub","action":"stop"})", {"action"}},
       {R"({"cmd":"kv","action":"put","name":"kf","key":"a","value":"b"})",
        {"name", "key", "value", "key_b64", "value_b64", "sync"}},
       {R"({"cmd":"kv","action":"get","name":"kf","key_b64":"YQ=="})", {"name", "key", "key_b64"}},
