@@ -4,7 +4,8 @@
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE]
-//        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]] BACKING
+//        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]]
+//        [--stdin] [--no-control] [--exit-with-parent] [--metrics [ADDR:]PORT] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -44,11 +45,28 @@ struct DaemonOptions {
   // write-throughs; none given: one from the clock and the pid (logged).
   bool simulate_volatile_cache = false;
   std::optional<uint64_t> volatile_cache_seed;
+  // Issue 24 (docs/decisions.md, "Issue 24: activation and metrics"):
+  // serve one client on standard input, then exit (daemon/activation.h).
+  bool stdin_mode = false;
+  // The control socket: off with --no-control, and with --stdin unless
+  // --control was given.
+  bool control_enabled = true;
+  // SIGTERM (a clean shutdown) when the parent process exits, as nbdkit's
+  // --exit-with-parent: for servers a client program started.
+  bool exit_with_parent = false;
+  // --metrics: the Prometheus endpoint's address (metrics/metrics_server.h).
+  std::optional<std::string> metrics_address;  // none: no endpoint
+  uint16_t metrics_port = 0;
   bool help = false;
   bool version = false;
 
-  // TCP is off when only --unix was given.
-  bool tcp_enabled() const { return unix_path.empty() || bind_given || port_given; }
+  // TCP is off when only --unix was given, and with --stdin.
+  bool tcp_enabled() const {
+    return !stdin_mode && (unix_path.empty() || bind_given || port_given);
+  }
+  // Any of --bind, --port, --unix (refused with --stdin and with inherited
+  // sockets).
+  bool listener_given() const { return bind_given || port_given || !unix_path.empty(); }
 };
 
 // InvalidArgument with a one-line message for anything wrong.
