@@ -131,6 +131,29 @@ def test_stdin_connect_command(env):
     # activation), tested below; nbdsh drives connect_command through python.
 
 
+def test_stdin_kill9_keeps_flushed_data(env):
+    pool = make_pool(env)
+    flushed, unflushed = os.urandom(MiB), os.urandom(MiB)
+    h = nbd.NBD()
+    h.connect_command([env.ftld, "--stdin", "--log-level", "warn", pool])
+    h.pwrite(flushed, 0)
+    h.flush()
+    h.pwrite(unflushed, 4 * MiB)
+    h.kill_subprocess(signal.SIGKILL)  # the --stdin server, mid-session
+    del h
+    # The next session recovers: flushed data exact; the rest old or new.
+    h = nbd.NBD()
+    h.connect_systemd_socket_activation([env.ftld, "--no-control", "--log-level", "warn", pool])
+    assert h.pread(MiB, 0) == flushed
+    got = h.pread(MiB, 4 * MiB)
+    for off in range(0, MiB, 4096):
+        assert got[off:off + 4096] in (unflushed[off:off + 4096], bytes(4096)), off
+    h.shutdown()
+    del h
+    if env.ftl_tool:
+        assert tool_status(env, pool) == "status: clean"
+
+
 def test_stdin_refusals(env):
     backing = env.path("refuse.img")
     # Not a socket: a clear error, exit 1, nothing created.
