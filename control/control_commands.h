@@ -13,14 +13,20 @@
 
 namespace ftl::control {
 
+}  // namespace ftl::control
+namespace ftl::registry {
 class KvRegistry;
+}  // namespace ftl::registry
+namespace ftl::control {
+
+using registry::KvRegistry;
 
 // What the handlers may look at. Not owned; all outlive the dispatcher's use.
 struct DaemonContext {
   Pool* pool = nullptr;
   nbd::Server* server = nullptr;
   nbd::ExportTable* exports = nullptr;
-  KvRegistry* kv = nullptr;   // the open key-value stores (control/kv_registry.h)
+  KvRegistry* kv = nullptr;   // the open key-value stores (registry/kv_registry.h)
   std::string backing;        // as given on the command line
   std::string media;          // Media::Describe()
   std::string open_report;    // how the pool was opened/created

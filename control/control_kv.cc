@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "control/kv_registry.h"
+#include "registry/kv_registry.h"
 #include "control/kv_wire.h"
 #include "ftl/kv.h"
 #include "ftl/tree_ref.h"

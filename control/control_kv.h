@@ -6,7 +6,7 @@
 // One command, the verb in "action" (the README's "Control protocol"
 // section lists every field). The handlers check every argument before
 // they touch a dataset, so a bad request changes nothing; they reach the
-// stores through the daemon's KvRegistry (control/kv_registry.h), which
+// stores through the daemon's KvRegistry (registry/kv_registry.h), which
 // opens each store once and keeps it open. Keys and values travel as
 // control/kv_wire.h says (UTF-8 text, else base64 in "*_b64").
 //

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "control/kv_registry.h"
+#include "registry/kv_registry.h"
 
 namespace ftl::control {
 
@@ -80,7 +80,7 @@ absl::StatusOr<std::vector<std::string>> DeactivateVolume(const DaemonContext& c
 }
 
 // Key-value datasets keep writes in their store's buffer and read through
-// it (control/kv_registry.h): a snapshot of one flushes the store first, so
+// it (registry/kv_registry.h): a snapshot of one flushes the store first, so
 // it holds every acknowledged write; a rollback, and the deletion of a
 // snapshot a store reads, close those stores first. No-ops for block
 // volumes (no store is open under their names).

@@ -18,8 +18,8 @@
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
-#include "control/kv_registry.h"
 #include "daemon/activation.h"
+#include "registry/kv_registry.h"
 #include "daemon/backing.h"
 #include "ftl/kv.h"
 #include "ftl/log.h"
@@ -29,6 +29,7 @@
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
+#include "resp/server.h"
 
 namespace ftl::daemon {
 
@@ -273,7 +274,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
 
   // Step: control socket (and the key-value stores its commands open).
-  control::KvRegistry kv(&pool, KvStoreOptions(o));
+  registry::KvRegistry kv(&pool, KvStoreOptions(o));
   DaemonContext ctx;
   ctx.pool = &pool;
   ctx.server = server.get();
@@ -319,6 +320,40 @@ int RunDaemon(const std::vector<std::string>& args) {
     WarnIfMetricsReachable(*o.metrics_address, metrics_server->port());
   }
 
+  // Step: the Redis-protocol listener (on the same io threads and workers).
+  std::unique_ptr<resp::Server> resp_server;
+  if (o.resp_enabled()) {
+    resp::ServerOptions ro;
+    ro.bind = o.resp_tcp_enabled() ? o.kv_bind : "";
+    ro.port = o.kv_port.value_or(6379);
+    ro.unix_path = o.kv_unix;
+    ro.fsync = o.kv_fsync == "everysec" ? resp::Fsync::kEverysec : resp::Fsync::kAlways;
+    ro.databases = o.kv_databases;
+    ro.read_only = o.read_only;
+    resp_server = std::make_unique<resp::Server>(server->io_context(),
+                                                 server->workers().get_executor(), &kv, ro);
+    if (absl::Status s = resp_server->Listen(); !s.ok()) {
+      if (control) control->Stop();
+      control.reset();
+      metrics_server.reset();
+      resp_server.reset();  // before the io_context its listeners are on
+      server.reset();
+      (void)kv.CloseAll();
+      (void)pool.Close();
+      return Fail(s);
+    }
+    if (!ro.bind.empty()) {
+      boost::system::error_code ec;
+      asio::ip::address addr = asio::ip::make_address(ro.bind, ec);
+      if (!ec && !addr.is_loopback()) {
+        Logger("resp")->warn(
+            "RESP listens on {}:{}, not a loopback address: it has no authentication; anyone "
+            "who can reach this port can read and overwrite every key-value dataset",
+            ro.bind, resp_server->tcp_port());
+      }
+    }
+  }
+
   // Step: serve.
   if (stdin_fd >= 0) {
     // --stdin: the one client's end is the daemon's end.
@@ -330,7 +365,10 @@ int RunDaemon(const std::vector<std::string>& args) {
     });
     if (!s.ok()) {
       control.reset();
+      metrics_server.reset();
+      resp_server.reset();  // before the io_context its listeners are on
       server.reset();
+      (void)kv.CloseAll();
       (void)pool.Close();
       return Fail(s);
     }
@@ -338,6 +376,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   server->Start();
   if (control) control->Start();
   if (metrics_server) metrics_server->Start();
+  if (resp_server) resp_server->Start();
   for (const Export& e : exports.List()) {
     if (e.listed) {
       log->info("export '{}': volume {} ({}){}", e.name, e.volume->name(),
@@ -363,11 +402,15 @@ int RunDaemon(const std::vector<std::string>& args) {
   // Shutdown steps.
   if (metrics_server) metrics_server->Stop();
   if (control) control->Stop();
+  if (resp_server) resp_server->Stop();
   size_t left = server->Shutdown(kDrainTimeout);
   if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);
   server->Join();
   control.reset();
   metrics_server.reset();
+  // Before the io_context goes (server.reset()): its listeners and timer
+  // are on it; RESP connections still queued there keep their own state.
+  resp_server.reset();
   // The stores flush what they hold (unsynced puts) before the pool closes.
   absl::Status kv_closed = kv.CloseAll();
   log->info("writing checkpoint and closing the pool");

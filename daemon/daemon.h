@@ -1,8 +1,10 @@
 #pragma once
 // The ftld daemon as named start-up and shutdown steps:
 //   start:    logging -> backing (open/format) -> exports -> NBD listeners ->
-//             control socket (with the key-value store registry) -> serve
-//   shutdown: (SIGINT/SIGTERM) stop accepting -> finish in-flight requests ->
+//             control socket (with the key-value store registry) ->
+//             Redis-protocol listener (--kv-port/--kv-unix) -> serve
+//   shutdown: (SIGINT/SIGTERM) stop accepting (and close RESP clients) ->
+//             finish in-flight NBD requests ->
 //             stop io -> close the key-value stores (flushing them) ->
 //             Pool::Close (checkpoint, mark clean) -> exit 0;
 //             a second signal -> _exit at once (recovery replays).

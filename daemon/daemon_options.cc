@@ -146,6 +146,39 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
         return Bad(absl::StrCat("--kv-mode: unknown mode '", *v, "' (ipl, ipl-merge, in-place)"));
       }
       o.kv_mode = *v;
+    } else if (arg == "--kv-port") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t port = 0;
+      if (!absl::SimpleAtoi(*v, &port) || port > 65535) {
+        return Bad(absl::StrCat("--kv-port: bad port '", *v, "'"));
+      }
+      o.kv_port = uint16_t(port);
+    } else if (arg == "--kv-bind") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      o.kv_bind = *v;
+      o.kv_bind_given = true;
+    } else if (arg == "--kv-unix") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Bad("--kv-unix: empty path");
+      o.kv_unix = *v;
+    } else if (arg == "--kv-fsync") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "always" && *v != "everysec") {
+        return Bad(absl::StrCat("--kv-fsync: unknown policy '", *v, "' (always, everysec)"));
+      }
+      o.kv_fsync = *v;
+    } else if (arg == "--kv-databases") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      uint32_t n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > 1024) {
+        return Bad(absl::StrCat("--kv-databases: '", *v, "' is not a number from 1 to 1024"));
+      }
+      o.kv_databases = n;
     } else if (arg == "--simulate-volatile-cache") {
       // The seed only as --simulate-volatile-cache=SEED: a separate word
       // would be taken for BACKING.
@@ -245,6 +278,19 @@ over NBD. Runs in the foreground and logs to stderr.
                        (default 1024, at least 16)
       --kv-mode M      how key-value stores write pages: ipl (default: in-page
                        logging), ipl-merge (merge whole erase units), in-place
+      --kv-port N      serve key-value datasets over the Redis protocol (RESP2)
+                       on TCP port N (0 picks a free one; logged)
+      --kv-bind ADDR   address of that listener (default 127.0.0.1; RESP has
+                       no authentication)
+      --kv-unix PATH   serve the Redis protocol on a Unix socket (TCP too only
+                       with --kv-port)
+      --kv-fsync P     always (default): a write is answered once durable,
+                       writes of all clients sharing each flush; everysec:
+                       answered at once, flushed every second (a crash loses
+                       up to about two seconds of writes)
+      --kv-databases N  SELECT 0..N-1 are the datasets db0..db<N-1> (default
+                       16), made on their first write; SELECT NAME picks any
+                       key-value dataset, NAME@SNAP a snapshot (read-only)
       --simulate-volatile-cache[=SEED]
                        for power-cut tests only: keep writes in memory until
                        a flush writes them to BACKING (in an order shuffled

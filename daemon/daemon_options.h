@@ -5,7 +5,9 @@
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE]
 //        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]]
-//        [--stdin] [--no-control] [--exit-with-parent] [--metrics [ADDR:]PORT] BACKING
+//        [--kv-port N] [--kv-bind ADDR] [--kv-unix PATH] [--kv-fsync always|everysec]
+//        [--kv-databases N] [--stdin] [--no-control] [--exit-with-parent]
+//        [--metrics [ADDR:]PORT] BACKING
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -40,6 +42,14 @@ struct DaemonOptions {
   uint32_t proof_delay_ms = 20;    // OpenOptions::proof_delay (--proof-delay)
   uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store
   std::string kv_mode = "ipl";     // KvOptions::mode: ipl, ipl-merge, in-place
+  // The Redis-protocol server (resp/server.h): on when a port or a Unix
+  // socket is given; TCP only with a port (or --kv-bind).
+  std::optional<uint16_t> kv_port;
+  std::string kv_bind = "127.0.0.1";
+  bool kv_bind_given = false;
+  std::string kv_unix;
+  std::string kv_fsync = "always";  // always | everysec
+  uint32_t kv_databases = 16;       // SELECT 0 .. N-1
   // Power-cut tests: the backing behind NewVolatileCacheMedia (include/ftl/media.h),
   // so that kill -9 loses what a power cut would. The seed orders the
   // write-throughs; none given: one from the clock and the pid (logged).
@@ -67,6 +77,8 @@ struct DaemonOptions {
   // Any of --bind, --port, --unix (refused with --stdin and with inherited
   // sockets).
   bool listener_given() const { return bind_given || port_given || !unix_path.empty(); }
+  bool resp_enabled() const { return kv_port.has_value() || !kv_unix.empty() || kv_bind_given; }
+  bool resp_tcp_enabled() const { return kv_port.has_value() || kv_bind_given; }
 };
 
 // InvalidArgument with a one-line message for anything wrong.

@@ -22,6 +22,7 @@
 
 #include "absl/synchronization/blocking_counter.h"
 
+#include "prefix_model.h"
 #include "ftl/pool.h"
 #include "media/fault_media.h"
 #include "status_asserts.h"
@@ -34,61 +35,8 @@ using media::FaultMedia;
 
 constexpr uint64_t kSector = 512;
 
-// One atomic unit of change: a range that becomes `data` (or zeros).
-struct Unit {
-  uint64_t off;
-  uint64_t len;
-  std::vector<std::byte> data;  // empty = zeros
-};
-
-class Model {
- public:
-  explicit Model(uint64_t size) : base_(size) {}
-  void Add(Unit u) { pending_.push_back(std::move(u)); }
-  void Flushed(size_t units_done) {
-    // Units issued before the flush returned are durable.
-    for (size_t i = 0; i < units_done; ++i) Apply(base_, pending_[i]);
-    pending_.erase(pending_.begin(), pending_.begin() + long(units_done));
-  }
-  size_t pending() const { return pending_.size(); }
-
-  // Finds the prefix of pending units that explains `image`; on success the
-  // base becomes that state. Returns -1 if none does.
-  long Match(const std::vector<std::byte>& image) {
-    std::vector<std::byte> s = base_;
-    size_t sectors = s.size() / kSector;
-    std::vector<uint8_t> bad(sectors);
-    size_t mismatched = 0;
-    for (size_t i = 0; i < sectors; ++i) {
-      bad[i] = std::memcmp(&s[i * kSector], &image[i * kSector], kSector) != 0;
-      mismatched += bad[i];
-    }
-    for (size_t k = 0;; ++k) {
-      if (mismatched == 0) {
-        for (size_t i = 0; i < k; ++i) Apply(base_, pending_[i]);
-        pending_.clear();
-        return long(k);
-      }
-      if (k == pending_.size()) return -1;
-      const Unit& u = pending_[k];
-      Apply(s, u);
-      for (uint64_t sec = u.off / kSector; sec < (u.off + u.len + kSector - 1) / kSector; ++sec) {
-        uint8_t now = std::memcmp(&s[sec * kSector], &image[sec * kSector], kSector) != 0;
-        mismatched = mismatched - bad[sec] + now;
-        bad[sec] = now;
-      }
-    }
-  }
-  const std::vector<std::byte>& base() const { return base_; }
-
- private:
-  static void Apply(std::vector<std::byte>& s, const Unit& u) {
-    if (u.data.empty()) std::memset(&s[u.off], 0, u.len);
-    else std::memcpy(&s[u.off], u.data.data(), u.len);
-  }
-  std::vector<std::byte> base_;
-  std::vector<Unit> pending_;
-};
+using testing::Unit;
+using Model = testing::PrefixModel;
 
 // The engine's atomic units for a write: the whole request if it covers at
 // most the atomic size in blocks; otherwise (a large write, split and cut at

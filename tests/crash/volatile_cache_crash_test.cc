@@ -21,6 +21,7 @@
 
 #include "ftl/pool.h"
 #include "media/volatile_cache_media.h"
+#include "prefix_model.h"
 #include "status_asserts.h"
 #include "test_util.h"
 
@@ -82,54 +83,7 @@ class Gate : public Media {
 };
 
 // The flushed state of the volume and the writes issued since, in order.
-class Model {
- public:
-  explicit Model(uint64_t size) : base_(size) {}
-  void Add(uint64_t off, std::vector<std::byte> data) { pending_.push_back({off, std::move(data)}); }
-  void Flushed(size_t issued) {
-    for (size_t i = 0; i < issued; ++i) Apply(base_, pending_[i]);
-    pending_.erase(pending_.begin(), pending_.begin() + long(issued));
-  }
-  size_t pending() const { return pending_.size(); }
-  // The k such that `image` is the base after the first k pending writes
-  // (which becomes the base), or -1.
-  long Match(const std::vector<std::byte>& image) {
-    std::vector<std::byte> s = base_;
-    const size_t sectors = s.size() / kSector;
-    std::vector<uint8_t> bad(sectors);
-    size_t mismatched = 0;
-    for (size_t i = 0; i < sectors; ++i) {
-      bad[i] = std::memcmp(&s[i * kSector], &image[i * kSector], kSector) != 0;
-      mismatched += bad[i];
-    }
-    for (size_t k = 0;; ++k) {
-      if (mismatched == 0) {
-        base_ = std::move(s);
-        pending_.clear();
-        return long(k);
-      }
-      if (k == pending_.size()) return -1;
-      const Pending& w = pending_[k];
-      Apply(s, w);
-      for (uint64_t sec = w.off / kSector; sec < (w.off + w.data.size()) / kSector; ++sec) {
-        uint8_t now = std::memcmp(&s[sec * kSector], &image[sec * kSector], kSector) != 0;
-        mismatched = mismatched - bad[sec] + now;
-        bad[sec] = now;
-      }
-    }
-  }
-
- private:
-  struct Pending {
-    uint64_t off;
-    std::vector<std::byte> data;
-  };
-  static void Apply(std::vector<std::byte>& s, const Pending& w) {
-    std::memcpy(&s[w.off], w.data.data(), w.data.size());
-  }
-  std::vector<std::byte> base_;
-  std::vector<Pending> pending_;
-};
+using Model = testing::PrefixModel;
 
 // Sector-aligned writes (as a database's redo log makes them) and block
 // writes, each covering at most the atomic size in blocks, so each is one

@@ -17,7 +17,7 @@
 #include "control/control_kv.h"
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
-#include "control/kv_registry.h"
+#include "registry/kv_registry.h"
 #include "ftl/kv.h"
 #include "ftl/pool.h"
 #include "nbd/exports.h"

@@ -1,4 +1,4 @@
-#include "control/kv_registry.h"
+#include "registry/kv_registry.h"
 
 #include <vector>
 
@@ -6,7 +6,7 @@
 #include "ftl/log.h"
 #include "ftl/tree_ref.h"
 
-namespace ftl::control {
+namespace ftl::registry {
 
 KvRegistry::KvRegistry(Pool* pool, const KvOptions& options) : pool_(pool), options_(options) {}
 
@@ -122,4 +122,4 @@ bool KvRegistry::IsOpen(const std::string& ref) const {
   return stores_.count(ref) > 0;
 }
 
-}  // namespace ftl::control
+}  // namespace ftl::registry

@@ -8,8 +8,13 @@
 // Owns: every KvStore it opened, and closes each (flushing what it holds)
 // before the dataset under it changes: destroy, rollback, snapshot delete
 // (WithClosed), and at shutdown (CloseAll). Does not own the Pool, which
-// must outlive CloseAll(); the daemon calls it after the control server
-// has stopped and before Pool::Close().
+// must outlive CloseAll(); the daemon calls it after the control and RESP
+// servers have stopped and before Pool::Close().
+//
+// Users: the control socket (control/control_kv.cc, control_snapshot.cc)
+// and the Redis-protocol server (resp/). It lives in a folder of its own
+// below both, so that the two servers share one store per dataset without
+// including each other (docs/architecture.md, "Layers").
 //
 // Thread safety: every method is safe from any thread. Two locks:
 //   lifecycle_  held shared while a caller's function runs on a store (Use),
@@ -33,7 +38,7 @@
 #include "ftl/kv.h"
 #include "ftl/pool.h"
 
-namespace ftl::control {
+namespace ftl::registry {
 
 class KvRegistry {
  public:
@@ -70,6 +75,9 @@ class KvRegistry {
   // Whether `ref`'s store is open now.
   bool IsOpen(const std::string& ref) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The pool the stores live in (for listing and creating datasets).
+  Pool* pool() const { return pool_; }
+
   // The dataset `name` as the pool lists it; NotFound if there is none.
   static absl::StatusOr<DatasetInfo> FindDataset(Pool* pool, const std::string& name);
 
@@ -88,4 +96,4 @@ class KvRegistry {
   std::map<std::string, std::unique_ptr<KvStore>> stores_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace ftl::control
+}  // namespace ftl::registry
