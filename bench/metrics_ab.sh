@@ -9,6 +9,10 @@
 #   bench/metrics_ab.sh --a OLD_FTLD --b NEW_FTLD [--dir DIR] [--rounds N]
 #                       [--runtime SEC] [--scrape SEC]
 #
+# A third server, C, is NEW_FTLD without --metrics (what the build costs
+# apart from the counters). The order of A, B, C rotates every round
+# (A B C, B C A, C A B, ...) so that no server always runs first.
+#
 # --scrape SEC: also GET B's /metrics every SEC seconds during B's rounds
 # (Prometheus' default interval is 15 s; 0, the default: never), and print
 # how long one scrape took. Prints IOPS and mean / p99 completion latency per
@@ -40,7 +44,7 @@ done
 DIR="${DIR:-$(mktemp -d "${TMPDIR:-/var/tmp}/ftld-metrics.XXXXXX")}"
 mkdir -p "$DIR"
 PIDS=()
-cleanup() { stop_all; rm -f "$DIR"/a.img "$DIR"/b.img "$DIR"/*.sock; }
+cleanup() { stop_all; rm -f "$DIR"/a.img "$DIR"/b.img "$DIR"/c.img "$DIR"/*.sock; }
 trap cleanup EXIT
 
 echo "# $(date -u +%FT%TZ) directory: $DIR ($(df -h --output=fstype "$DIR" | tail -1 | xargs)), 4k randwrite QD32, ${RUNTIME}s x $ROUNDS rounds, scrape every ${SCRAPE}s; load $(load)"
@@ -50,17 +54,21 @@ PIDS+=($!)
 "$B" --size 2G --port "$P_B" --control "$DIR/b.sock" --log-level warn --metrics "127.0.0.1:$P_M" \
   "$DIR/b.img" 2>"$DIR/b.log" &
 PIDS+=($!)
-wait_port "$P_A"; wait_port "$P_B"
-declare -A URI=([A]="nbd://127.0.0.1:$P_A/" [B]="nbd://127.0.0.1:$P_B/")
-# Both volumes written once, so the rounds overwrite (the steady state).
-for s in A B; do
+P_C=$(free_port)
+"$B" --size 2G --port "$P_C" --control "$DIR/c.sock" --log-level warn "$DIR/c.img" 2>"$DIR/c.log" &
+PIDS+=($!)
+wait_port "$P_A"; wait_port "$P_B"; wait_port "$P_C"
+declare -A URI=([A]="nbd://127.0.0.1:$P_A/" [B]="nbd://127.0.0.1:$P_B/" [C]="nbd://127.0.0.1:$P_C/")
+# All volumes written once, so the rounds overwrite (the steady state).
+for s in A B C; do
   fio --name=fill --ioengine=nbd --uri="${URI[$s]}" --rw=write --bs=1M --iodepth=8 \
       --size="$SIZE" --output-format=terse >/dev/null
 done
 
 rows=""
+ORDERS=("A B C" "B C A" "C A B")
 for r in $(seq 1 "$ROUNDS"); do
-  for s in A B; do
+  for s in ${ORDERS[$(( (r - 1) % 3 ))]}; do
     out="$DIR/fio-$s-$r.json"
     scraper=""
     if [[ $s == B && $SCRAPE != 0 ]]; then
@@ -92,9 +100,10 @@ for l in rows.strip().splitlines():
     s, iops, mean, p99 = l.split()
     res.setdefault(s, []).append((float(iops), float(mean), float(p99)))
 med = {s: tuple(statistics.median(v[i] for v in vals) for i in range(3)) for s, vals in res.items()}
-for s in ["A", "B"]:
+for s in ["A", "B", "C"]:
     print(f"median {s} {med[s][0]:>8.0f} IOPS {med[s][1]:>8.1f} us mean {med[s][2]:>8.1f} us p99")
-ratios = [b[0] / a[0] for a, b in zip(res["A"], res["B"])]
-print(f"B/A IOPS {med['B'][0] / med['A'][0]:.3f}x (per round: {', '.join(f'{x:.3f}' for x in ratios)})")
+for x, y in (("B", "A"), ("C", "A"), ("B", "C")):
+    ratios = [b[0] / a[0] for a, b in zip(res[y], res[x])]
+    print(f"{x}/{y} IOPS {med[x][0] / med[y][0]:.3f}x (per round: {', '.join(f'{v:.3f}' for v in ratios)})")
 EOF
 echo "# load at the end: $(uptime)"
