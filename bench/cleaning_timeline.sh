@@ -8,8 +8,12 @@
 # takes a snapshot through the control socket at those seconds.
 #
 #   bench/cleaning_timeline.sh [--build DIR] [--dir DIR] [--size SIZE]
-#                              [--runtime SEC] [--snapshot-at T,T,...]
+#                              [--runtime SEC] [--span PCT] [--snapshot-at T,T,...]
 #                              [--out PREFIX]
+#
+# --span PCT: write only the first PCT% of the volume (default 100). A
+# snapshot keeps what it saw, so with snapshots the overwritten span must
+# fit in the pool several times over: e.g. --span 25 --snapshot-at 20,40.
 #
 # Writes PREFIX.tsv (the series) and PREFIX.png (gnuplot, three panels:
 # client write MiB/s and the cleaner's relocation MiB/s; mean and p99 write
@@ -24,7 +28,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BENCH_NAME=cleaning_timeline
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
-BUILD="$here/../build-bench" DIR="" SIZE=1G RUNTIME=60 SNAPS="" OUT="$here/plots/cleaning_timeline"
+BUILD="$here/../build-bench" DIR="" SIZE=1G RUNTIME=60 SPAN=100 SNAPS="" OUT="$here/plots/cleaning_timeline"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -32,8 +36,9 @@ while [[ $# -gt 0 ]]; do
     --size) SIZE="$2"; shift 2 ;;
     --runtime) RUNTIME="$2"; shift 2 ;;
     --snapshot-at) SNAPS="$2"; shift 2 ;;
+    --span) SPAN="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -53,10 +58,10 @@ P=$(free_port) M=$(free_port)
   --metrics "127.0.0.1:$M" "$DIR/pool.img" 2>"$DIR/ftld.log" &
 PIDS+=($!)
 wait_port "$P"
-echo "# $(date -u +%FT%TZ) $(git -C "$here" rev-parse --short HEAD 2>/dev/null) pool $SIZE, 4k randwrite QD32 ${RUNTIME}s, snapshots at: ${SNAPS:-none}; load $(load)"
+echo "# $(date -u +%FT%TZ) $(git -C "$here" rev-parse --short HEAD 2>/dev/null) pool $SIZE, 4k randwrite QD32 over ${SPAN}% of the volume ${RUNTIME}s, snapshots at: ${SNAPS:-none}; load $(load)"
 : > "$DIR/marks"
 fio --name=t --ioengine=nbd --uri="nbd://127.0.0.1:$P/" --rw=randwrite --bs=4k --iodepth=32 \
-    --time_based --runtime="$RUNTIME" --output-format=json --output="$DIR/fio.json" >/dev/null &
+    --size="${SPAN}%" --time_based --runtime="$RUNTIME" --output-format=json --output="$DIR/fio.json" >/dev/null &
 FIO=$!
 /usr/bin/python3 "$here/metrics_timeline.py" "http://127.0.0.1:$M/metrics" "$OUT.tsv" \
   --until-pid "$FIO" --mark-file "$DIR/marks" &
@@ -77,12 +82,12 @@ print("fio: %.0f IOPS, %.1f MiB/s, mean %.0f us, p99 %.0f us over the run" % (
 PY
 
 gnuplot <<EOF
-set terminal pngcairo size 1000,900 font "sans,10"
+set terminal pngcairo size 1000,900 font "sans,10" noenhanced
 set output "$OUT.png"
 set datafile separator "\t"
 set key top right
 set grid
-set multiplot layout 3,1 title "ftld: 4 KiB random writes at QD32 on a fresh ${SIZE} pool (metrics sampled every second)"
+set multiplot layout 3,1 title "ftld: 4 KiB random writes at QD32 over ${SPAN}% of a fresh ${SIZE} pool's volume (metrics sampled every second)"
 # Snapshot marks: vertical lines where column 11 is not "-".
 marks(col) = (strcol(11) ne "-") ? column(col) : 1/0
 set ylabel "MiB/s"

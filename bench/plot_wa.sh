@@ -59,22 +59,24 @@ with open(sys.argv[2], "w") as f:
 print(open(sys.argv[2]).read(), end="")
 PY
 gnuplot <<EOF
-set terminal pngcairo size 900,560 font "sans,10"
+set terminal pngcairo size 900,560 font "sans,10" noenhanced
 set output "$OUT.png"
 set datafile separator "\t"
 set datafile missing "nan"
-set title "ftld write amplification vs fill: random 4 KiB overwrites (wa\\\\_bench, $(basename "$JSON"))"
+set title "ftld write amplification vs fill: random 4 KiB overwrites (wa_bench${FULL:+ --full}, $(basename "$JSON"))"
 set xlabel "fill (volume blocks / physical segment space)"
 set ylabel "write amplification (media bytes / user bytes)"
 set key top left
+# columns: 1 fill, 2 uniform, 3 greedy, 4 greedy_hdr, 5 fluid, 6 hot80_20, 7 fluid_2class
 set grid
 set logscale y 2
+set ytics (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 set xrange [0.45:0.95]
 plot "$OUT.tsv" using 1:2 skip 1 with linespoints lw 2 pt 7 title "ftld, uniform", \
-     "" using 1:5 skip 1 with linespoints lw 2 pt 5 title "ftld, 80/20", \
-     "" using 1:3 skip 1 with lines dt 2 title "greedy model", \
-     "" using 1:4 skip 1 with lines dt 3 title "greedy model with ftld's headers", \
-     "" using 1:6 skip 1 with lines dt 4 title "fluid limit, uniform", \
-     "" using 1:7 skip 1 with lines dt 5 title "fluid limit, 80/20, perfect separation"
+     "" using 1:6 skip 1 with linespoints lw 2 pt 5 title "ftld, 80/20", \
+     "" using 1:3 skip 1 with lines lw 1.5 dt 2 title "greedy model", \
+     "" using 1:4 skip 1 with lines lw 1.5 dt 3 title "greedy model with ftld's headers", \
+     "" using 1:5 skip 1 with lines lw 1.5 dt 4 title "fluid limit, uniform", \
+     "" using 1:7 skip 1 with lines lw 1.5 dt 5 title "fluid limit, 80/20, perfect separation"
 EOF
 echo "wrote $OUT.tsv and $OUT.png"
