@@ -9,8 +9,9 @@
 #
 #   bench/cleaning_timeline.sh [--build DIR] [--dir DIR] [--size SIZE]
 #                              [--runtime SEC] [--span PCT] [--snapshot-at T,T,...]
-#                              [--out PREFIX]
+#                              [--out PREFIX] [--replot]
 #
+# --replot: only draw PREFIX.png again from PREFIX.tsv.
 # --span PCT: write only the first PCT% of the volume (default 100). A
 # snapshot keeps what it saw, so with snapshots the overwritten span must
 # fit in the pool several times over: e.g. --span 25 --snapshot-at 20,40.
@@ -28,7 +29,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BENCH_NAME=cleaning_timeline
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
-BUILD="$here/../build-bench" DIR="" SIZE=1G RUNTIME=60 SPAN=100 SNAPS="" OUT="$here/plots/cleaning_timeline"
+BUILD="$here/../build-bench" DIR="" SIZE=1G RUNTIME=60 SPAN=100 SNAPS="" REPLOT=0 OUT="$here/plots/cleaning_timeline"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -37,8 +38,9 @@ while [[ $# -gt 0 ]]; do
     --runtime) RUNTIME="$2"; shift 2 ;;
     --snapshot-at) SNAPS="$2"; shift 2 ;;
     --span) SPAN="$2"; shift 2 ;;
+    --replot) REPLOT=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +54,46 @@ mkdir -p "$DIR" "$(dirname "$OUT")"
 PIDS=()
 cleanup() { stop_all; rm -f "$DIR"/pool.img "$DIR"/ctl.sock; }
 trap cleanup EXIT
+
+# Draws $OUT.png from $OUT.tsv (snapshot lines only if the series has any).
+plot_png() {
+  local SNAPLINE="" TITLE="${SPAN}% of a fresh ${SIZE} pool's volume"
+  if grep -q snapshot "$OUT.tsv"; then
+    SNAPLINE=', "" using (marks(1)):2 skip 1 with impulses lw 2 lc rgb "red" title "snapshot"'
+  fi
+  [[ -f "$OUT.title" ]] && TITLE="$(cat "$OUT.title")"
+gnuplot <<EOF
+set terminal pngcairo size 1000,900 font "sans,10" noenhanced
+set output "$OUT.png"
+set datafile separator "\t"
+set key top right
+set grid
+set multiplot layout 3,1 title "ftld: 4 KiB random writes at QD32 over $TITLE (metrics sampled every second)"
+# Snapshot marks: vertical lines where column 11 is not "-".
+marks(col) = (strcol(11) ne "-") ? column(col) : 1/0
+set ylabel "MiB/s"
+plot "$OUT.tsv" using 1:2 skip 1 with lines lw 2 title "client writes", \
+     "" using 1:10 skip 1 with lines title "cleaner relocation"$SNAPLINE
+set ylabel "write latency (us)"
+set logscale y
+plot "$OUT.tsv" using 1:(\$4 > 0 ? \$4 : 1/0) skip 1 with lines lw 2 title "mean", \
+     "" using 1:(\$5 > 0 ? \$5 : 1/0) skip 1 with steps title "p99 (bucket bound)"
+unset logscale y
+set ylabel "free segments"
+set y2label "write amplification"
+set y2tics
+set ytics nomirror
+set xlabel "seconds"
+plot "$OUT.tsv" using 1:7 skip 1 with lines lw 2 title "free segments", \
+     "" using 1:(\$6 > 0 ? \$6 : 1/0) skip 1 axes x1y2 with lines title "WA (per second)"
+unset multiplot
+EOF
+}
+if [[ $REPLOT == 1 ]]; then
+  plot_png
+  echo "wrote $OUT.png"
+  exit 0
+fi
 
 P=$(free_port) M=$(free_port)
 "$FTLD" --size "$SIZE" --port "$P" --control "$DIR/ctl.sock" --log-level warn \
@@ -73,7 +115,6 @@ for t in ${SNAPS//,/ }; do
 done
 wait "$FIO"
 wait "$SAMPLER" || true
-column -t "$OUT.tsv"
 /usr/bin/python3 - "$DIR/fio.json" <<'PY'
 import json, sys
 w = json.load(open(sys.argv[1]))["jobs"][0]["write"]
@@ -81,31 +122,7 @@ print("fio: %.0f IOPS, %.1f MiB/s, mean %.0f us, p99 %.0f us over the run" % (
     w["iops"], w["bw"] / 1024, w["clat_ns"]["mean"] / 1000, w["clat_ns"]["percentile"]["99.000000"] / 1000))
 PY
 
-gnuplot <<EOF
-set terminal pngcairo size 1000,900 font "sans,10" noenhanced
-set output "$OUT.png"
-set datafile separator "\t"
-set key top right
-set grid
-set multiplot layout 3,1 title "ftld: 4 KiB random writes at QD32 over ${SPAN}% of a fresh ${SIZE} pool's volume (metrics sampled every second)"
-# Snapshot marks: vertical lines where column 11 is not "-".
-marks(col) = (strcol(11) ne "-") ? column(col) : 1/0
-set ylabel "MiB/s"
-plot "$OUT.tsv" using 1:2 skip 1 with lines lw 2 title "client writes", \
-     "" using 1:10 skip 1 with lines title "cleaner relocation", \
-     "" using (marks(1)):2 skip 1 with impulses lw 2 lc rgb "red" title "snapshot"
-set ylabel "write latency (us)"
-set logscale y
-plot "$OUT.tsv" using 1:(\$4 > 0 ? \$4 : 1/0) skip 1 with lines lw 2 title "mean", \
-     "" using 1:(\$5 > 0 ? \$5 : 1/0) skip 1 with steps title "p99 (bucket bound)"
-unset logscale y
-set ylabel "free segments"
-set y2label "write amplification"
-set y2tics
-set ytics nomirror
-set xlabel "seconds"
-plot "$OUT.tsv" using 1:7 skip 1 with lines lw 2 title "free segments", \
-     "" using 1:(\$6 > 0 ? \$6 : 1/0) skip 1 axes x1y2 with lines title "WA (per second)"
-unset multiplot
-EOF
+echo "${SPAN}% of a fresh ${SIZE} pool's volume" > "$OUT.title"
+column -t "$OUT.tsv"
+plot_png
 echo "wrote $OUT.tsv and $OUT.png; load at the end: $(uptime)"
