@@ -46,6 +46,9 @@ Json ListenJson(const Server& server) {
   const ServerOptions& o = server.options();
   if (!o.bind.empty()) out["tcp"] = absl::StrCat(o.bind, ":", server.tcp_port());
   if (!o.unix_path.empty()) out["unix"] = o.unix_path;
+  if (!o.listen_fds.empty()) {  // socket activation: every listener is inherited
+    out["inherited"] = server.ListenerNames();
+  }
   return out;
 }
 
@@ -242,6 +245,9 @@ Json PoolStatsJson(const PoolStats& s) {
               {"checkpoint_bytes", s.checkpoint_bytes},
               {"segments_total", s.segments_total},
               {"segments_free", s.segments_free},
+              {"segments_open", s.segments_open},
+              {"segments_full", s.segments_full},
+              {"segments_cleaning", s.segments_cleaning},
               {"free_bytes", s.free_bytes},
               {"live_bytes", s.live_bytes},
               {"map_memory_bytes", s.map_memory_bytes},

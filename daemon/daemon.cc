@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,12 +20,15 @@
 #include "control/control_range.h"
 #include "control/control_snapshot.h"
 #include "control/control_volume.h"
+#include "daemon/activation.h"
 #include "registry/kv_registry.h"
 #include "daemon/backing.h"
 #include "daemon/space_watch.h"
 #include "ftl/kv.h"
 #include "ftl/log.h"
 #include "ftl/size.h"
+#include "metrics/collector.h"
+#include "metrics/metrics_server.h"
 #include "nbd/errors.h"
 #include "nbd/exports.h"
 #include "nbd/server.h"
@@ -133,6 +137,19 @@ nbd::TlsMode ToTlsMode(const std::string& mode) {
                            : nbd::TlsMode::kOff;
 }
 
+// The metrics endpoint has no authentication either; what it shows (export
+// and volume names, sizes, traffic) is for the local machine unless told.
+void WarnIfMetricsReachable(const std::string& address, uint16_t port) {
+  boost::system::error_code ec;
+  asio::ip::address addr = asio::ip::make_address(address, ec);
+  if (ec || addr.is_loopback()) return;
+  Logger("metrics")->warn(
+      "metrics on {}:{}, not a loopback address: the endpoint has no authentication, and "
+      "anyone who can reach it sees every volume's and export's name, size and traffic. "
+      "Use --metrics 127.0.0.1:{} unless the network is trusted",
+      address, port, port);
+}
+
 // Waits for SIGINT/SIGTERM on a dedicated thread: the first sets `stop`,
 // the second exits the process at once.
 class SignalWatcher {
@@ -203,6 +220,34 @@ int RunDaemon(const std::vector<std::string>& args) {
     log->info("TLS {}: {}", o.tls, tls->Describe());
   }
 
+  if (o.exit_with_parent) {
+    // The parent's death sends SIGTERM, which the watcher above takes as
+    // the first signal: the normal clean shutdown.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() == 1) {
+      log->warn("--exit-with-parent: the parent process is already gone");
+      return 0;
+    }
+  }
+
+  // Step: sockets given by whoever started us (daemon/activation.h).
+  auto inherited = TakeInheritedSockets();
+  if (!inherited.ok()) return Fail(inherited.status());
+  const bool activated = !inherited->fds.empty();
+  if (activated && o.stdin_mode)
+    return Fail(absl::InvalidArgumentError("--stdin, but LISTEN_FDS passes listening sockets"));
+  if (activated && o.listener_given()) {
+    return Fail(absl::InvalidArgumentError(
+        "started with socket activation (LISTEN_FDS): it serves the inherited sockets; "
+        "--bind, --port and --unix do not apply"));
+  }
+  int stdin_fd = -1;
+  if (o.stdin_mode) {
+    auto fd = TakeStdinSocket();
+    if (!fd.ok()) return Fail(fd.status());
+    stdin_fd = *fd;
+  }
+
   // Step: backing.
   auto backing = OpenBacking(o);
   if (!backing.ok()) return Fail(backing.status());
@@ -220,24 +265,36 @@ int RunDaemon(const std::vector<std::string>& args) {
     return Fail(s);
   }
 
-  // Step: NBD listeners.
+  // Step: NBD listeners (own, inherited, or none with --stdin).
   ServerOptions so;
-  so.bind = o.tcp_enabled() ? o.bind : "";
+  so.bind = o.tcp_enabled() && !activated ? o.bind : "";
   so.port = o.port;
   so.unix_path = o.unix_path;
+  so.listen_fds = inherited->fds;
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   so.io_threads = EnvInt("FTLD_IO_THREADS", int(std::max(1u, ncpu / 2)));
   so.worker_threads = EnvInt("FTLD_WORKERS", int(std::max(2u, ncpu)));
   so.receive_poll = std::chrono::microseconds(EnvInt("FTLD_POLL_US", 50, 0));
   so.tls_mode = ToTlsMode(o.tls);
   so.tls = tls;
+  std::unique_ptr<nbd::RequestMetrics> request_metrics;
+  if (o.metrics_address) {
+    request_metrics = std::make_unique<nbd::RequestMetrics>();
+    so.metrics = request_metrics.get();
+  }
   auto server = std::make_unique<Server>(&exports, so);
-  if (absl::Status s = server->Listen(); !s.ok()) {
-    (void)pool.Close();
-    return Fail(s);
+  if (!o.stdin_mode) {
+    if (absl::Status s = server->Listen(); !s.ok()) {
+      (void)pool.Close();
+      return Fail(s);
+    }
   }
   if (!so.bind.empty()) {
     WarnIfReachable(so.bind, server->tcp_port(), so.tls_mode == nbd::TlsMode::kRequire);
+  }
+  for (size_t i = 0; i < inherited->names.size(); ++i) {
+    if (!inherited->names[i].empty())
+      log->info("inherited fd {} is named '{}'", inherited->fds[i], inherited->names[i]);
   }
 
   // Step: control socket (and the key-value stores its commands open).
@@ -260,11 +317,34 @@ int RunDaemon(const std::vector<std::string>& args) {
   control::RegisterKvCommands(&dispatcher, &ctx);
   control::RegisterDeviceCommands(&dispatcher, &ctx);
   control::RegisterVolumeCommands(&dispatcher, &ctx);
-  auto control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
-  if (absl::Status s = control->Listen(o.control); !s.ok()) {
-    server.reset();
-    (void)pool.Close();
-    return Fail(s);
+  std::unique_ptr<ControlServer> control;
+  if (o.control_enabled) {
+    control = std::make_unique<ControlServer>(server->io_context(), &dispatcher);
+    if (absl::Status s = control->Listen(o.control); !s.ok()) {
+      server.reset();
+      (void)pool.Close();
+      return Fail(s);
+    }
+  }
+
+  // Step: metrics endpoint (metrics/metrics_server.h), off unless --metrics.
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (o.metrics_address) {
+    metrics::Sources sources{.pool = &pool,
+                             .server = server.get(),
+                             .requests = request_metrics.get(),
+                             .started = std::chrono::system_clock::now(),
+                             .version = kFtldVersion};
+    metrics_server = std::make_unique<metrics::MetricsServer>(
+        server->io_context(), server->workers().get_executor(),
+        [sources] { return metrics::Collect(sources); });
+    if (absl::Status s = metrics_server->Listen(*o.metrics_address, o.metrics_port); !s.ok()) {
+      control.reset();
+      server.reset();
+      (void)pool.Close();
+      return Fail(s);
+    }
+    WarnIfMetricsReachable(*o.metrics_address, metrics_server->port());
   }
 
   // Step: the Redis-protocol listener (on the same io threads and workers).
@@ -280,8 +360,9 @@ int RunDaemon(const std::vector<std::string>& args) {
     resp_server = std::make_unique<resp::Server>(server->io_context(),
                                                  server->workers().get_executor(), &kv, ro);
     if (absl::Status s = resp_server->Listen(); !s.ok()) {
-      control->Stop();
+      if (control) control->Stop();
       control.reset();
+      metrics_server.reset();
       resp_server.reset();  // before the io_context its listeners are on
       server.reset();
       (void)kv.CloseAll();
@@ -301,8 +382,27 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
 
   // Step: serve.
+  if (stdin_fd >= 0) {
+    // --stdin: the one client's end is the daemon's end.
+    absl::Status s = server->AddClient(stdin_fd, [&] {
+      log->info("the client on standard input is gone: shutting down");
+      std::lock_guard<std::mutex> l(mu);
+      stop = true;
+      cv.notify_all();
+    });
+    if (!s.ok()) {
+      control.reset();
+      metrics_server.reset();
+      resp_server.reset();  // before the io_context its listeners are on
+      server.reset();
+      (void)kv.CloseAll();
+      (void)pool.Close();
+      return Fail(s);
+    }
+  }
   server->Start();
-  control->Start();
+  if (control) control->Start();
+  if (metrics_server) metrics_server->Start();
   // Pool-use warnings at 80/90/95% (thin provisioning: daemon/space_watch.h).
   SpaceMonitor space(&pool, std::chrono::seconds(1));
   if (resp_server) resp_server->Start();
@@ -313,7 +413,11 @@ int RunDaemon(const std::vector<std::string>& args) {
                 e.effective_read_only() ? ", read-only" : "");
     }
   }
-  if (!so.bind.empty()) {
+  if (o.stdin_mode) {
+    log->info("ready: serving the client on standard input");
+  } else if (activated) {
+    log->info("ready: {} inherited socket(s)", inherited->fds.size());
+  } else if (!so.bind.empty()) {
     log->info("ready: {}://{}:{}/ (also /{})",
               so.tls_mode == nbd::TlsMode::kRequire ? "nbds" : "nbd", so.bind, server->tcp_port(),
               o.export_name.value_or(pool.PrimaryVolume()->name()));
@@ -328,12 +432,14 @@ int RunDaemon(const std::vector<std::string>& args) {
 
   // Shutdown steps.
   space.Stop();
-  control->Stop();
+  if (metrics_server) metrics_server->Stop();
+  if (control) control->Stop();
   if (resp_server) resp_server->Stop();
   size_t left = server->Shutdown(kDrainTimeout);
   if (left > 0) log->warn("{} client(s) did not finish in time; closing them", left);
   server->Join();
   control.reset();
+  metrics_server.reset();
   // Before the io_context goes (server.reset()): its listeners and timer
   // are on it; RESP connections still queued there keep their own state.
   resp_server.reset();

@@ -13,6 +13,30 @@ namespace {
 
 absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
+// --metrics: "PORT", "ADDR:PORT" or "[V6ADDR]:PORT"; the address defaults
+// to 127.0.0.1. The address is checked when bound.
+absl::Status ParseMetrics(const std::string& v, DaemonOptions* o) {
+  std::string host = "127.0.0.1", port = v;
+  if (!v.empty() && v[0] == '[') {
+    size_t close = v.find(']');
+    if (close == std::string::npos || close + 1 >= v.size() || v[close + 1] != ':')
+      return Bad(absl::StrCat("--metrics: bad address '", v, "' (ADDR:PORT, [V6ADDR]:PORT or PORT)"));
+    host = v.substr(1, close - 1);
+    port = v.substr(close + 2);
+  } else if (size_t colon = v.rfind(':'); colon != std::string::npos) {
+    host = v.substr(0, colon);
+    port = v.substr(colon + 1);
+    if (host.find(':') != std::string::npos)
+      return Bad(absl::StrCat("--metrics: write an IPv6 address in brackets: [", host, "]:", port));
+  }
+  uint32_t n = 0;
+  if (host.empty() || !absl::SimpleAtoi(port, &n) || n > 65535)
+    return Bad(absl::StrCat("--metrics: bad address '", v, "' (ADDR:PORT, [V6ADDR]:PORT or PORT)"));
+  o->metrics_address = host;
+  o->metrics_port = uint16_t(n);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string DefaultControlPath(const std::string& backing) {
@@ -212,6 +236,18 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       o.tls_psk = *v;
     } else if (arg == "--tls-verify-peer") {
       st = flag(&o.tls_verify_peer);
+    } else if (arg == "--stdin") {
+      st = flag(&o.stdin_mode);
+    } else if (arg == "--no-control") {
+      bool off = false;
+      st = flag(&off);
+      o.control_enabled = false;
+    } else if (arg == "--exit-with-parent") {
+      st = flag(&o.exit_with_parent);
+    } else if (arg == "--metrics") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      st = ParseMetrics(*v, &o);
     } else if (arg == "--help" || arg == "-h") {
       o.help = true;
     } else if (arg == "--version" || arg == "-V") {
@@ -246,6 +282,11 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
     return Bad("--tls-certificates and --tls-psk: choose one");
   if (o.tls_verify_peer && o.tls_certificates.empty())
     return Bad("--tls-verify-peer needs --tls-certificates (client certificates are X.509)");
+  if (o.stdin_mode && o.listener_given())
+    return Bad("--stdin serves the one client on standard input: no --bind, --port or --unix");
+  if (!o.control_enabled && control_given) return Bad("--no-control and --control exclude each other");
+  // --stdin: one short-lived server per client; no control socket unless asked for.
+  if (o.stdin_mode && !control_given) o.control_enabled = false;
   if (!control_given) o.control = DefaultControlPath(o.backing);
   return o;
 }
@@ -330,11 +371,26 @@ over NBD. Runs in the foreground and logs to stderr.
       --tls-psk FILE   pre-shared keys in psktool's format (username:hexkey)
       --tls-verify-peer  X.509: clients must show a certificate signed by
                        DIR/ca-cert.pem
+      --stdin          serve one NBD client on standard input (a socket, as
+                       inetd and libnbd's nbd_connect_command pass it), then
+                       close the pool and exit; no listeners, and no control
+                       socket unless --control is given
+      --no-control     no control socket (ftlctl cannot reach this ftld)
+      --exit-with-parent  shut down cleanly (as on SIGTERM) when the process
+                       that started ftld exits (for servers a program such as
+                       a libnbd client started)
+      --metrics [ADDR:]PORT  serve Prometheus metrics over HTTP at
+                       http://ADDR:PORT/metrics (ADDR default 127.0.0.1; any
+                       other than loopback logs a warning; PORT 0 picks one)
   -h, --help           this text
   -V, --version        version
 
 SIGINT/SIGTERM: stop accepting, finish in-flight requests, checkpoint, exit 0.
 A second signal exits at once (the next start recovers from the log).
+
+Started with systemd socket activation (LISTEN_PID/LISTEN_FDS, as systemd's
+ftld.socket and libnbd's `nbdinfo -- [ ftld ... ]` do), ftld serves on the
+inherited sockets instead of --bind/--port/--unix.
 )";
 }
 

@@ -8,7 +8,8 @@
 //        [--tls off|on|require] [--tls-certificates DIR | --tls-psk FILE]
 //        [--tls-verify-peer]
 //        [--kv-port N] [--kv-bind ADDR] [--kv-unix PATH] [--kv-fsync always|everysec]
-//        [--kv-databases N] [--mirror] [--resilver-rate SIZE] BACKING [BACKING...]
+//        [--kv-databases N] [--stdin] [--no-control] [--exit-with-parent]
+//        [--metrics [ADDR:]PORT] [--mirror] [--resilver-rate SIZE] BACKING [BACKING...]
 // Short forms as in qemu-nbd where they exist: -b ADDR, -p N, -k PATH,
 // -x NAME, -r; also -s SIZE, -h, -V. "--opt=value" works too.
 // Parsing is pure (no file system access) so it is unit tested.
@@ -68,11 +69,28 @@ struct DaemonOptions {
   std::string tls_certificates;  // --tls-certificates DIR (X.509)
   std::string tls_psk;           // --tls-psk FILE (psktool's format)
   bool tls_verify_peer = false;  // --tls-verify-peer (X.509 client certificates)
+  // Issue 24 (docs/decisions.md, "Issue 24: activation and metrics"):
+  // serve one client on standard input, then exit (daemon/activation.h).
+  bool stdin_mode = false;
+  // The control socket: off with --no-control, and with --stdin unless
+  // --control was given.
+  bool control_enabled = true;
+  // SIGTERM (a clean shutdown) when the parent process exits, as nbdkit's
+  // --exit-with-parent: for servers a client program started.
+  bool exit_with_parent = false;
+  // --metrics: the Prometheus endpoint's address (metrics/metrics_server.h).
+  std::optional<std::string> metrics_address;  // none: no endpoint
+  uint16_t metrics_port = 0;
   bool help = false;
   bool version = false;
 
-  // TCP is off when only --unix was given.
-  bool tcp_enabled() const { return unix_path.empty() || bind_given || port_given; }
+  // TCP is off when only --unix was given, and with --stdin.
+  bool tcp_enabled() const {
+    return !stdin_mode && (unix_path.empty() || bind_given || port_given);
+  }
+  // Any of --bind, --port, --unix (refused with --stdin and with inherited
+  // sockets).
+  bool listener_given() const { return bind_given || port_given || !unix_path.empty(); }
   bool resp_enabled() const { return kv_port.has_value() || !kv_unix.empty() || kv_bind_given; }
   bool resp_tcp_enabled() const { return kv_port.has_value() || kv_bind_given; }
 };

@@ -32,6 +32,12 @@ constexpr size_t kDiscardChunk = 1 << 20;
 constexpr size_t kReceiveBuffer = 256 << 10;
 constexpr size_t kMaxBatch = 64;
 
+uint64_t SteadyNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
 }  // namespace
 
 namespace {
@@ -421,6 +427,10 @@ asio::awaitable<void> Connection::Serve() {
   const Export& e = *negotiation_.chosen;
   volume_ = e.volume;
   export_name_ = e.name;
+  if (env_.metrics != nullptr) {
+    export_metrics_ = env_.metrics->For(e.name, volume_->name());
+    export_metrics_->connections_total.fetch_add(1, std::memory_order_relaxed);
+  }
   transmitting_ = true;
   const TransmissionContext ctx{.size = volume_->size_bytes(),
                                 .read_only = e.effective_read_only(),
@@ -469,6 +479,7 @@ asio::awaitable<void> Connection::Serve() {
       break;
     }
     Request r;
+    if (export_metrics_ != nullptr) r.start_ns = SteadyNs();
     if (!DecodeRequest(raw, &r)) {
       env_.log->warn("{}: request without the NBD request magic; closing", Prefix());
       env_.counters->protocol_errors.fetch_add(1, std::memory_order_relaxed);
@@ -608,8 +619,17 @@ void Connection::Retire(const Request& r) {
   Wake();
 }
 
+void Connection::Account(const Request& r, const absl::Status& status, uint64_t bytes) {
+  if (export_metrics_ == nullptr) return;
+  uint64_t now = SteadyNs();
+  export_metrics_->Record(MetricOpOf(r.type), now > r.start_ns ? now - r.start_ns : 0,
+                          status.ok(), bytes);
+  if (!status.ok()) export_metrics_->RecordError(StatusToNbdError(status));
+}
+
 void Connection::Finish(const Request& r, const absl::Status& status) {
   Retire(r);
+  Account(r, status, r.type == kCmdWrite ? r.length : 0);
   Out out;
   if (status.ok()) {
     if (r.type == kCmdWrite) {
@@ -638,6 +658,7 @@ void Connection::FinishRead(const Request& r, absl::Status status,
     return;
   }
   Retire(r);
+  Account(r, status, r.length);
   read_bytes_.fetch_add(r.length, std::memory_order_relaxed);
   env_.counters->read_bytes.fetch_add(r.length, std::memory_order_relaxed);
   Out out;
@@ -658,6 +679,7 @@ void Connection::FinishBlockStatus(const Request& r,
     return;
   }
   Retire(r);
+  Account(r, absl::OkStatus(), 0);
   Out out;
   EncodeBlockStatusChunk(&out.head, r.cookie, *result);
   Queue(std::move(out));

@@ -36,6 +36,7 @@
 #include "nbd/exports.h"
 #include "nbd/options.h"
 #include "nbd/tls_credentials.h"
+#include "nbd/request_metrics.h"
 #include "nbd/transmission.h"
 
 namespace ftl::nbd {
@@ -81,6 +82,9 @@ struct ConnectionEnv {
   // found nothing. Zero turns it off.
   std::chrono::microseconds receive_poll{0};
   uint64_t poll_connections = 1;
+  // Per-export request counters and latency histograms (ftld --metrics);
+  // none kept when null.
+  RequestMetrics* metrics = nullptr;
 };
 
 // A snapshot for `ftlctl status`.
@@ -152,6 +156,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void FinishRead(const Request& r, absl::Status status, std::shared_ptr<std::byte[]> data);
   void FinishBlockStatus(const Request& r, absl::StatusOr<std::vector<Descriptor>> result);
   void Retire(const Request& r);
+  // Counts a finished request in export_metrics_ (if kept).
+  void Account(const Request& r, const absl::Status& status, uint64_t bytes);
   void Queue(Out out);
   // A queued reply left (or will never leave: the socket closed).
   void Release(const Out& out);
@@ -184,6 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Negotiation negotiation_;
   std::unique_ptr<TlsSession> tls_;  // set once STARTTLS was acknowledged
   Volume* volume_ = nullptr;
+  ExportMetrics* export_metrics_ = nullptr;  // set when transmission starts
   bool stopping_ = false;
   bool reading_header_ = false;
   bool closed_ = false;

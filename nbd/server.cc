@@ -1,5 +1,9 @@
 #include "nbd/server.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +28,53 @@ std::string PeerName(const Socket& s) {
     return absl::StrCat(tcp.address().to_string(), ":", tcp.port());
   }
   return "?";
+}
+
+// "ADDR:PORT" or "unix:PATH" of a socket's own address (getsockname).
+std::string LocalName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  if (ss.ss_family == AF_UNIX) {
+    const auto* un = reinterpret_cast<const sockaddr_un*>(&ss);
+    size_t n = len > offsetof(sockaddr_un, sun_path) ? len - offsetof(sockaddr_un, sun_path) : 0;
+    std::string path(un->sun_path, strnlen(un->sun_path, n));
+    return path.empty() ? "unix:(unnamed)" : absl::StrCat("unix:", path);
+  }
+  if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+    asio::ip::tcp::endpoint ep;
+    std::memcpy(ep.data(), &ss, std::min<size_t>(len, ep.capacity()));
+    ep.resize(std::min<size_t>(len, ep.capacity()));
+    return absl::StrCat(ep.address().to_string(), ":", ep.port());
+  }
+  return absl::StrCat("family ", ss.ss_family);
+}
+
+// OK if fd is a stream socket, listening or connected as `listening` says.
+absl::Status CheckStreamSocket(int fd, bool listening, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return absl::InvalidArgumentError(absl::StrCat(what, ": not open"));
+  if (!S_ISSOCK(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, ": not a socket"));
+  int type = 0, accepting = 0;
+  socklen_t len = sizeof type;
+  ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len);
+  len = sizeof accepting;
+  ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len);
+  if (type != SOCK_STREAM) return absl::InvalidArgumentError(absl::StrCat(what, ": not a stream socket"));
+  if (listening && !accepting) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": not a listening socket"));
+  }
+  if (!listening && accepting) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a listening socket, not a connection"));
+  }
+  return absl::OkStatus();
+}
+
+int Family(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return AF_UNSPEC;
+  return ss.ss_family;
 }
 
 }  // namespace
@@ -68,8 +119,41 @@ absl::Status Server::Listen() {
     if (!ec) unix_->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return absl::UnavailableError(absl::StrCat(options_.unix_path, ": ", ec.message()));
   }
-  if (!tcp_ && !unix_) return absl::InvalidArgumentError("no listener configured");
+  for (int fd : options_.listen_fds) {
+    std::string what = absl::StrCat("inherited fd ", fd);
+    if (absl::Status s = CheckStreamSocket(fd, /*listening=*/true, what); !s.ok()) return s;
+    auto a = std::make_unique<GenericAcceptor>(io_);
+    a->assign(asio::generic::stream_protocol(Family(fd), 0), fd, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
+    adopted_names_.push_back(LocalName(fd));
+    adopted_.push_back(std::move(a));
+  }
+  if (!tcp_ && !unix_ && adopted_.empty())
+    return absl::InvalidArgumentError("no listener configured");
   return absl::OkStatus();
+}
+
+absl::Status Server::AddClient(int fd, std::function<void()> on_closed) {
+  if (absl::Status s = CheckStreamSocket(fd, /*listening=*/false, absl::StrCat("fd ", fd));
+      !s.ok())
+    return s;
+  Socket socket(asio::make_strand(io_));
+  error_code ec;
+  socket.assign(asio::generic::stream_protocol(Family(fd), 0), fd, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("fd ", fd, ": ", ec.message()));
+  std::shared_ptr<Connection> c = Register(std::move(socket));
+  if (!c) return absl::UnavailableError("server is shutting down");
+  uint64_t id = c->Info().id;
+  asio::co_spawn(c->executor(), RunConnection(this, c, id, std::move(on_closed)), asio::detached);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Server::ListenerNames() const {
+  std::vector<std::string> out;
+  if (tcp_) out.push_back(absl::StrCat(options_.bind, ":", tcp_port_));
+  if (unix_) out.push_back(absl::StrCat("unix:", options_.unix_path));
+  for (const std::string& n : adopted_names_) out.push_back(n);
+  return out;
 }
 
 void Server::Start() {
@@ -83,6 +167,12 @@ void Server::Start() {
   if (unix_) {
     log_->info("NBD listening on unix:{}", options_.unix_path);
     asio::co_spawn(io_, AcceptLoop(*unix_, absl::StrCat("NBD listener unix:", options_.unix_path)),
+                   asio::detached);
+  }
+  for (size_t i = 0; i < adopted_.size(); ++i) {
+    log_->info("NBD listening on {} (inherited)", adopted_names_[i]);
+    asio::co_spawn(io_,
+                   AcceptLoop(*adopted_[i], absl::StrCat("NBD listener ", adopted_names_[i])),
                    asio::detached);
   }
   for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
@@ -104,33 +194,39 @@ asio::awaitable<void> Server::AcceptLoop(Acceptor& acceptor, std::string name) {
       continue;
     }
     backoff.Succeeded();
-    std::shared_ptr<Connection> c;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!accepting_) continue;
-      uint64_t id = next_id_++;
-      std::string peer = PeerName(socket);
-      ConnectionEnv env{.exports = exports_,
-                        .workers = workers_.get_executor(),
-                        .counters = &counters_,
-                        .log = log_,
-                        .handshake_timeout = options_.handshake_timeout,
-                        .tls_mode = options_.tls_mode,
-                        .tls = options_.tls.get(),
-                        .receive_poll = options_.receive_poll,
-                        .poll_connections = uint64_t(std::max(1, options_.io_threads))};
-      c = std::make_shared<Connection>(std::move(socket), id, std::move(peer), std::move(env));
-      connections_[id] = c;
-    }
+    std::shared_ptr<Connection> c = Register(std::move(socket));
+    if (!c) continue;
     uint64_t id = c->Info().id;
-    asio::co_spawn(c->executor(), RunConnection(this, c, id), asio::detached);
+    asio::co_spawn(c->executor(), RunConnection(this, c, id, nullptr), asio::detached);
   }
 }
 
+std::shared_ptr<Connection> Server::Register(Socket socket) {
+  absl::MutexLock lock(&mu_);
+  if (!accepting_) return nullptr;
+  uint64_t id = next_id_++;
+  std::string peer = PeerName(socket);
+  ConnectionEnv env{.exports = exports_,
+                    .workers = workers_.get_executor(),
+                    .counters = &counters_,
+                    .log = log_,
+                    .handshake_timeout = options_.handshake_timeout,
+                    .tls_mode = options_.tls_mode,
+                    .tls = options_.tls.get(),
+                    .receive_poll = options_.receive_poll,
+                    .poll_connections = uint64_t(std::max(1, options_.io_threads)),
+                    .metrics = options_.metrics};
+  auto c = std::make_shared<Connection>(std::move(socket), id, std::move(peer), std::move(env));
+  connections_[id] = c;
+  return c;
+}
+
 asio::awaitable<void> Server::RunConnection(Server* server, std::shared_ptr<Connection> c,
-                                            uint64_t id) {
+                                            uint64_t id, std::function<void()> on_closed) {
   co_await c->Run();
+  c.reset();
   server->Unregister(id);
+  if (on_closed) on_closed();
 }
 
 void Server::Unregister(uint64_t id) {
@@ -151,6 +247,7 @@ size_t Server::Shutdown(std::chrono::milliseconds timeout) {
     error_code ec;
     if (tcp_) tcp_->close(ec);
     if (unix_) unix_->close(ec);
+    for (auto& a : adopted_) a->close(ec);
   });
   // Unlinked here, not in the posted close: Join may stop the io_context
   // before that runs.

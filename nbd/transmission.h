@@ -24,6 +24,9 @@ struct Request {
   uint64_t cookie = 0;
   uint64_t offset = 0;
   uint32_t length = 0;
+  // Not on the wire: steady-clock ns when the header was decoded, for the
+  // latency histograms (nbd/request_metrics.h); 0 when none are kept.
+  uint64_t start_ns = 0;
 };
 
 // False if the magic is wrong: a framing violation, the connection closes.

@@ -175,6 +175,12 @@ struct PoolStats {
   uint64_t checkpoint_bytes = 0;
   uint32_t segments_total = 0;
   uint32_t segments_free = 0;
+  // The other segment states (docs/architecture.md, "Segments"); free +
+  // open + full + cleaning = total.
+  uint32_t segments_open = 0, segments_full = 0, segments_cleaning = 0;
+  // Wall-clock time (Unix ns) of the newest checkpoint written by this open
+  // pool, or of the open itself (when the map matched the media).
+  int64_t last_checkpoint_unix_ns = 0;
   uint64_t free_bytes = 0;          // physical bytes in free segments
   uint64_t live_bytes = 0;          // physical bytes holding live data
   uint64_t map_memory_bytes = 0;    // volume trees + VBA table

@@ -246,6 +246,7 @@ absl::Status Checkpointer::WriteEncoded() {
   gate_seq_ = std::min(sb_.slots[0].next_seq, sb_.slots[1].next_seq);
   ++state_->counters.ckpt_count;
   state_->counters.ckpt_bytes += buf.size();
+  state_->counters.NoteCheckpoint();
   return absl::OkStatus();
 }
 

@@ -87,6 +87,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media
        }},
   });
   if (!st.ok()) return st;
+  pool->state_.counters.NoteCheckpoint();  // the state now matches the media
   return p;
 }
 
@@ -281,11 +282,15 @@ PoolStats PoolImpl::Stats() const {
   s.gc_segments_cleaned = cleaner_ ? cleaner_->segments_cleaned() : 0;
   s.checkpoint_count = c.ckpt_count;
   s.checkpoint_bytes = c.ckpt_bytes;
+  s.last_checkpoint_unix_ns = c.ckpt_last_unix_ns.load(std::memory_order_relaxed);
   {
     absl::ReaderMutexLock l(&state_.map_mu);
     const auto& segs = state_.map->segments();
     s.segments_total = segs.count();
     s.segments_free = segs.free_count();
+    s.segments_open = segs.count_in(log::SegmentState::kOpen);
+    s.segments_full = segs.count_in(log::SegmentState::kFull);
+    s.segments_cleaning = segs.count_in(log::SegmentState::kCleaning);
     s.free_bytes = uint64_t(segs.free_count()) * geo_.segment_blocks * kBlockSize;
     s.live_bytes = segs.live_blocks() * kBlockSize;
     s.map_memory_bytes = state_.map->memory_bytes();

@@ -21,7 +21,9 @@ SegmentTable::SegmentTable(uint32_t segment_count, uint32_t segment_blocks)
     : segment_blocks_(segment_blocks),
       segs_(segment_count),
       bits_((uint64_t(segment_count) * segment_blocks + 63) / 64),
-      free_count_(segment_count) {}
+      free_count_(segment_count) {
+  state_counts_[size_t(SegmentState::kFree)] = segment_count;
+}
 
 void SegmentTable::SetValid(Bno pba) {
   uint64_t& w = bits_[pba / 64];
@@ -74,6 +76,8 @@ void SegmentTable::Load(uint32_t seg, SegmentState st) {
   SegmentInfo& s = segs_[seg];
   if (s.state == SegmentState::kFree) --free_count_;
   if (st == SegmentState::kFree) ++free_count_;
+  --state_counts_[size_t(s.state)];
+  ++state_counts_[size_t(st)];
   s.state = st;
 }
 

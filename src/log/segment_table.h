@@ -6,6 +6,7 @@
 // it to choose victims. Not thread-safe: the owner (state::MapState) guards
 // it with its map lock.
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <vector>
@@ -58,6 +59,8 @@ class SegmentTable {
   void ResetSegment(uint32_t seg);
 
   uint32_t free_count() const { return free_count_; }
+  // Segments in state `s` (kept by every transition; for Pool::Stats).
+  uint32_t count_in(SegmentState s) const { return state_counts_[size_t(s)]; }
 
   // The segment state machine: every state change goes through one of
   // these, and each checks that it is a legal transition (docs/
@@ -95,6 +98,7 @@ class SegmentTable {
   std::vector<SegmentInfo> segs_;
   std::vector<uint64_t> bits_;
   uint32_t free_count_;
+  std::array<uint32_t, 4> state_counts_{};  // indexed by SegmentState
   uint64_t live_total_ = 0;
 };
 

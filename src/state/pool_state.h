@@ -37,6 +37,15 @@ struct PoolCounters {
   std::atomic<uint64_t> user_bytes{0}, media_bytes{0}, reloc_bytes{0};
   std::atomic<uint64_t> user_hot_bytes{0}, reloc_hot_bytes{0};
   std::atomic<uint64_t> ckpt_count{0}, ckpt_bytes{0};
+  // Wall-clock time (Unix ns) of the newest checkpoint written, or of the
+  // open (the state then matches the media); PoolStats::last_checkpoint_unix_ns.
+  std::atomic<int64_t> ckpt_last_unix_ns{0};
+  void NoteCheckpoint() {
+    ckpt_last_unix_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count(),
+                            std::memory_order_relaxed);
+  }
   // Steady-clock time of the last read or record (idle detection).
   std::atomic<int64_t> last_io_ns{0};
   void NoteIo() {
