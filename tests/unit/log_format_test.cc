@@ -318,7 +318,7 @@ TEST(SegmentReader, StopsAtTornDataAndNonIncreasingSeq) {
     h.uuid = uuid;
     Op w;
     w.type = OpType::kWrite;
-    w.write.vba = {seq};
+    w.write.vba = {Bno(seq)};
     w.write.csum = {util::BlockChecksum(data)};
     h.ops = {w};
     EncodeRecordHeader(h, std::span(seg).subspan(size_t(at) * kBlock, kBlock));
