@@ -107,6 +107,8 @@ struct Spec {
 
 void Err(Call& c, std::string_view text) { AppendError(&c.out, text); }
 void Ok(Call& c) { AppendSimple(&c.out, "OK"); }
+// The null of the session's protocol ("$-1" or RESP3's "_").
+void Null(Call& c) { AppendNull(&c.out, c.session.proto); }
 
 std::string Lower(std::string_view s) { return absl::AsciiStrToLower(std::string(s)); }
 
@@ -183,13 +185,19 @@ void Auth(Call& c) {
          "Are you sure your configuration is correct?");
 }
 
+// HELLO [2|3 [SETNAME name]]: switches the connection's reply protocol
+// (none given: keeps it) and describes the server, as a map in RESP3.
 void Hello(Call& c) {
+  Proto proto = c.session.proto;
   if (c.argv.size() >= 2) {
     int64_t v = 0;
     if (!ParseInt64(c.argv[1], &v)) {
       return Err(c, "ERR Protocol version is not an integer or out of range");
     }
-    if (v != 2) return Err(c, "NOPROTO unsupported protocol version (ftld speaks RESP2)");
+    if (v != 2 && v != 3) {
+      return Err(c, "NOPROTO unsupported protocol version (ftld speaks RESP2 and RESP3)");
+    }
+    proto = v == 3 ? Proto::kResp3 : Proto::kResp2;
     for (size_t i = 2; i < c.argv.size(); ++i) {
       std::string opt = Lower(c.argv[i]);
       if (opt == "setname" && i + 1 < c.argv.size()) {
@@ -201,13 +209,14 @@ void Hello(Call& c) {
       }
     }
   }
-  AppendArrayHeader(&c.out, 14);
+  c.session.proto = proto;  // this reply is in the new protocol already, as Redis's
+  AppendMapHeader(&c.out, 7, proto);
   AppendBulk(&c.out, "server");
   AppendBulk(&c.out, "ftld");
   AppendBulk(&c.out, "version");
   AppendBulk(&c.out, "7.0.0");
   AppendBulk(&c.out, "proto");
-  AppendInteger(&c.out, 2);
+  AppendInteger(&c.out, int64_t(proto));
   AppendBulk(&c.out, "id");
   AppendInteger(&c.out, int64_t(c.session.id));
   AppendBulk(&c.out, "mode");
@@ -228,7 +237,7 @@ void Client(Call& c) {
     return Ok(c);
   }
   if (sub == "getname" && c.argv.size() == 2) {
-    if (c.session.name.empty()) return AppendNull(&c.out);
+    if (c.session.name.empty()) return Null(c);
     return AppendBulk(&c.out, c.session.name);
   }
   if (sub == "id" && c.argv.size() == 2) return AppendInteger(&c.out, int64_t(c.session.id));
@@ -262,7 +271,7 @@ void Config(Call& c) {
         }
       }
     }
-    AppendArrayHeader(&c.out, hits.size() * 2);
+    AppendMapHeader(&c.out, hits.size(), c.session.proto);
     for (const auto& [k, v] : hits) {
       AppendBulk(&c.out, k);
       AppendBulk(&c.out, v);
@@ -305,7 +314,7 @@ void Unwatch(Call& c) { Ok(c); }
 void Get(Call& c) {
   std::optional<std::string> v;
   if (!Read(c, c.argv[1], &v)) return;
-  if (!v) return AppendNull(&c.out);
+  if (!v) return Null(c);
   AppendBulk(&c.out, *v);
 }
 
@@ -336,9 +345,9 @@ void Set(Call& c) {
   if (write) c.txn->Put(key, value);
   if (get) {
     if (old) return AppendBulk(&c.out, *old);
-    return AppendNull(&c.out);
+    return Null(c);
   }
-  if (!write) return AppendNull(&c.out);
+  if (!write) return Null(c);
   Ok(c);
 }
 
@@ -354,7 +363,7 @@ void SetNx(Call& c) {
 void GetDel(Call& c) {
   std::optional<std::string> old;
   if (!Read(c, c.argv[1], &old)) return;
-  if (!old) return AppendNull(&c.out);
+  if (!old) return Null(c);
   c.txn->Delete(c.argv[1]);
   AppendBulk(&c.out, *old);
 }
@@ -408,7 +417,7 @@ void MGet(Call& c) {
     if (v) {
       AppendBulk(&body, *v);
     } else {
-      AppendNull(&body);
+      AppendNull(&body, c.session.proto);
     }
     if (body.size() > kMaxReplyBytes) {
       return Err(c, absl::StrCat("ERR the reply would exceed ", kMaxReplyBytes,
@@ -704,7 +713,9 @@ const Spec* Find(std::string_view name) {
   return it == Table().end() ? nullptr : it->second;
 }
 
-void AppendCommandInfo(std::string* out, const Spec& s) {
+// One command's entry of COMMAND and COMMAND INFO: the six fields of
+// Redis 6 (Redis 7 has four more), the flags a set in RESP3 as in Redis.
+void AppendCommandInfo(std::string* out, const Spec& s, Proto proto) {
   std::vector<const char*> flags;
   if (s.flags & kWrite) flags.push_back("write");
   if (s.flags & kRead) flags.push_back("readonly");
@@ -712,7 +723,7 @@ void AppendCommandInfo(std::string* out, const Spec& s) {
   AppendArrayHeader(out, 6);
   AppendBulk(out, s.name);
   AppendInteger(out, s.arity);
-  AppendArrayHeader(out, flags.size());
+  AppendSetHeader(out, flags.size(), proto);
   for (const char* f : flags) AppendSimple(out, f);
   AppendInteger(out, s.first_key);
   AppendInteger(out, s.last_key);
@@ -723,7 +734,7 @@ void CommandCmd(Call& c) {
   std::string sub = c.argv.size() > 1 ? Lower(c.argv[1]) : "";
   if (sub.empty()) {
     AppendArrayHeader(&c.out, std::size(kSpecs));
-    for (const Spec& s : kSpecs) AppendCommandInfo(&c.out, s);
+    for (const Spec& s : kSpecs) AppendCommandInfo(&c.out, s, c.session.proto);
     return;
   }
   if (sub == "count") return AppendInteger(&c.out, int64_t(std::size(kSpecs)));
@@ -731,9 +742,9 @@ void CommandCmd(Call& c) {
     AppendArrayHeader(&c.out, c.argv.size() - 2);
     for (size_t i = 2; i < c.argv.size(); ++i) {
       if (const Spec* s = Find(c.argv[i])) {
-        AppendCommandInfo(&c.out, *s);
+        AppendCommandInfo(&c.out, *s, c.session.proto);
       } else {
-        AppendNullArray(&c.out);
+        AppendNullArray(&c.out, c.session.proto);
       }
     }
     return;
@@ -743,8 +754,9 @@ void CommandCmd(Call& c) {
     for (const Spec& s : kSpecs) AppendBulk(&c.out, s.name);
     return;
   }
-  // COMMAND DOCS: no documentation; redis-cli then uses its own help.
-  if (sub == "docs") return AppendArrayHeader(&c.out, 0);
+  // COMMAND DOCS: no documentation (an empty map); redis-cli then uses its
+  // own help.
+  if (sub == "docs") return AppendMapHeader(&c.out, 0, c.session.proto);
   Err(c, absl::StrCat("ERR unknown subcommand '", c.argv[1],
                       "'. Try COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND LIST, COMMAND DOCS."));
 }
@@ -768,7 +780,7 @@ void Info(Call& c) {
                                                                e.started);
     s += "# Server\r\n";
     InfoLine(&s, "redis_version", "7.0.0");
-    InfoLine(&s, "ftld_server", "ftld key-value datasets over RESP2 (issue 23)");
+    InfoLine(&s, "ftld_server", "ftld key-value datasets over RESP2 and RESP3 (issue 23)");
     InfoLine(&s, "redis_mode", "standalone");
     InfoLine(&s, "process_id", int64_t(::getpid()));
     InfoLine(&s, "tcp_port", e.tcp_port);
@@ -855,7 +867,7 @@ void Info(Call& c) {
     }
     s += "\r\n";
   }
-  AppendBulk(&c.out, s);
+  AppendVerbatim(&c.out, s, c.session.proto);  // RESP3: "=" len "txt:...", as Redis's
 }
 
 // --- running a request -------------------------------------------------------

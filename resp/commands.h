@@ -72,6 +72,7 @@ struct Session {
   uint64_t id = 0;
   std::string peer;
   std::string name;  // CLIENT SETNAME
+  Proto proto = Proto::kResp2;  // HELLO 3 / HELLO 2: how its replies are encoded
   std::shared_ptr<Database> db;
   bool in_multi = false;
   bool multi_failed = false;  // a queued command was refused: EXEC aborts

@@ -15,6 +15,15 @@ constexpr size_t kMaxCountLine = 32;
 constexpr size_t kArgOverhead = 32;
 
 bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
+// "<type><count>\r\n": the header of a bulk or an aggregate.
+void AppendHeader(std::string* out, char type, size_t count) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, count);
+  out->push_back(type);
+  out->append(buf, end);
+  out->append("\r\n");
+}
+
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -227,26 +236,37 @@ void AppendInteger(std::string* out, int64_t v) {
 }
 
 void AppendBulk(std::string* out, std::string_view bytes) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, bytes.size());
-  out->push_back('$');
-  out->append(buf, end);
-  out->append("\r\n");
+  AppendHeader(out, '$', bytes.size());
   out->append(bytes);
   out->append("\r\n");
 }
 
-void AppendNull(std::string* out) { out->append("$-1\r\n"); }
-
-void AppendArrayHeader(std::string* out, size_t count) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, count);
-  out->push_back('*');
-  out->append(buf, end);
-  out->append("\r\n");
+void AppendNull(std::string* out, Proto p) {
+  out->append(p == Proto::kResp3 ? "_\r\n" : "$-1\r\n");
 }
 
-void AppendNullArray(std::string* out) { out->append("*-1\r\n"); }
+void AppendArrayHeader(std::string* out, size_t count) { AppendHeader(out, '*', count); }
+
+void AppendNullArray(std::string* out, Proto p) {
+  out->append(p == Proto::kResp3 ? "_\r\n" : "*-1\r\n");
+}
+
+void AppendMapHeader(std::string* out, size_t pairs, Proto p) {
+  if (p == Proto::kResp3) return AppendHeader(out, '%', pairs);
+  AppendHeader(out, '*', 2 * pairs);
+}
+
+void AppendSetHeader(std::string* out, size_t count, Proto p) {
+  AppendHeader(out, p == Proto::kResp3 ? '~' : '*', count);
+}
+
+void AppendVerbatim(std::string* out, std::string_view text, Proto p) {
+  if (p != Proto::kResp3) return AppendBulk(out, text);
+  AppendHeader(out, '=', text.size() + 4);
+  out->append("txt:");
+  out->append(text);
+  out->append("\r\n");
+}
 
 std::string EncodeRequest(const Argv& argv) {
   std::string out;

@@ -1,7 +1,10 @@
 #pragma once
-// The Redis serialization protocol, version 2 (RESP2), without sockets:
-// a resumable request parser with hard limits, and the reply encoders. The
-// connection (resp/connection.h) strings them together.
+// The Redis serialization protocol, RESP2 and the RESP3 replies, without
+// sockets: a resumable request parser with hard limits, and the reply
+// encoders. The connection (resp/connection.h) strings them together.
+// Requests are the same in both; a connection's replies are RESP2 until
+// it sends HELLO 3 (and again after HELLO 2), as with redis-server 7
+// (docs/decisions.md, "RESP3").
 //
 // Grammar (C: client, S: server; every line ends in CRLF):
 //   request    C: multibulk | inline
@@ -16,6 +19,13 @@
 //               | ":" int64 CRLF                   integer
 //               | "$" len CRLF bytes CRLF | "$-1" CRLF   bulk | null
 //               | "*" count CRLF reply{count} | "*-1" CRLF  array | null
+//   reply3     S: reply, but "_" CRLF instead of "$-1" and "*-1"  (RESP3)
+//               | "%" pairs CRLF (reply reply){pairs}  map, where RESP2
+//                                                 has an array of 2*pairs
+//               | "~" count CRLF reply{count}      set, where RESP2 has an array
+//               | "=" len CRLF "txt:" text CRLF    verbatim string, where
+//                                                 RESP2 has a bulk (len
+//                                                 counts the "txt:")
 //
 // Limits (what one client can make the daemon hold while it parses): a
 // request of at most kMaxArgs arguments, each at most kMaxBulkBytes, and
@@ -78,15 +88,24 @@ class Parser {
   std::string error_;
 };
 
-// Reply encoders: each appends one reply to `out`.
+// The reply protocol of a connection: RESP2 until HELLO 3.
+enum class Proto : uint8_t { kResp2 = 2, kResp3 = 3 };
+
+// Reply encoders: each appends one reply (or an aggregate's header) to
+// `out`. Those that take a Proto differ between RESP2 and RESP3.
 void AppendSimple(std::string* out, std::string_view text);  // no CR/LF in text
 // `error` is "PREFIX message" (e.g. "ERR syntax error"); CR/LF become spaces.
 void AppendError(std::string* out, std::string_view error);
 void AppendInteger(std::string* out, int64_t v);
 void AppendBulk(std::string* out, std::string_view bytes);
-void AppendNull(std::string* out);  // "$-1"
+void AppendNull(std::string* out, Proto p);  // "$-1" | "_"
 void AppendArrayHeader(std::string* out, size_t count);
-void AppendNullArray(std::string* out);  // "*-1"
+void AppendNullArray(std::string* out, Proto p);  // "*-1" | "_"
+// A map of `pairs` key-value pairs (the 2*pairs replies follow).
+void AppendMapHeader(std::string* out, size_t pairs, Proto p);  // "*" 2*pairs | "%" pairs
+void AppendSetHeader(std::string* out, size_t count, Proto p);  // "*" | "~"
+// Plain text (INFO's): a bulk, or a verbatim string of format "txt".
+void AppendVerbatim(std::string* out, std::string_view text, Proto p);
 
 // A request in wire form (tests and tools).
 std::string EncodeRequest(const Argv& argv);

@@ -1,10 +1,13 @@
-// The RESP2 parser and encoders (resp/resp_protocol.h) and the glob
-// matcher of KEYS/SCAN (resp/match.h): framing, limits, byte-at-a-time
-// input, inline requests with quotes, and the errors Redis sends.
+// The RESP parser and the RESP2/RESP3 encoders (resp/resp_protocol.h) and
+// the glob matcher of KEYS/SCAN (resp/match.h): framing, limits,
+// byte-at-a-time input, inline requests with quotes, the errors Redis
+// sends, and each reply type in both protocols.
 
 #include "resp/resp_protocol.h"
 
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "resp/match.h"
 
@@ -118,10 +121,37 @@ TEST(RespEncode, Replies) {
   AppendError(&out, "ERR bad\r\nthing");
   AppendInteger(&out, -7);
   AppendBulk(&out, "ab");
-  AppendNull(&out);
+  AppendNull(&out, Proto::kResp2);
   AppendArrayHeader(&out, 2);
-  AppendNullArray(&out);
+  AppendNullArray(&out, Proto::kResp2);
   EXPECT_EQ(out, "+OK\r\n-ERR bad  thing\r\n:-7\r\n$2\r\nab\r\n$-1\r\n*2\r\n*-1\r\n");
+}
+
+// The encoders that differ by protocol: RESP2 keeps Redis 2's forms
+// (a map is a flat array, a set an array, text a bulk), RESP3 has its own.
+TEST(RespEncode, Resp2AndResp3) {
+  struct Case {
+    std::function<void(std::string*, Proto)> append;
+    std::string resp2, resp3;
+  };
+  const Case cases[] = {
+      {[](std::string* o, Proto p) { AppendNull(o, p); }, "$-1\r\n", "_\r\n"},
+      {[](std::string* o, Proto p) { AppendNullArray(o, p); }, "*-1\r\n", "_\r\n"},
+      {[](std::string* o, Proto p) { AppendMapHeader(o, 7, p); }, "*14\r\n", "%7\r\n"},
+      {[](std::string* o, Proto p) { AppendMapHeader(o, 0, p); }, "*0\r\n", "%0\r\n"},
+      {[](std::string* o, Proto p) { AppendSetHeader(o, 3, p); }, "*3\r\n", "~3\r\n"},
+      // The verbatim length counts the "txt:" prefix; CRLF inside is kept.
+      {[](std::string* o, Proto p) { AppendVerbatim(o, "# Server\r\na:1\r\n", p); },
+       "$15\r\n# Server\r\na:1\r\n\r\n", "=19\r\ntxt:# Server\r\na:1\r\n\r\n"},
+      {[](std::string* o, Proto p) { AppendVerbatim(o, "", p); }, "$0\r\n\r\n", "=4\r\ntxt:\r\n"},
+  };
+  for (const Case& c : cases) {
+    std::string two = "x", three = "x";  // appended to, never replaced
+    c.append(&two, Proto::kResp2);
+    c.append(&three, Proto::kResp3);
+    EXPECT_EQ(two, "x" + c.resp2);
+    EXPECT_EQ(three, "x" + c.resp3);
+  }
 }
 
 TEST(RespMatch, Glob) {
