@@ -274,7 +274,7 @@ def test_redis_cli_server_commands(env):
     assert one(d, "CLIENT", "SETNAME", "tester") == "OK"
     hello = cli(d, "HELLO", "2")
     assert hello[:2] == ["server", "ftld"], hello
-    assert one(d, "HELLO", "3").startswith("NOPROTO")
+    assert one(d, "HELLO", "4").startswith("NOPROTO")   # RESP3: ftld_resp3.py
     assert one(d, "WATCH", "a").startswith("ERR WATCH is not supported")
     # A scripted session over one connection: MULTI/EXEC and DISCARD.
     out = cli(d, stdin="MULTI\nSET t 1\nINCR t\nINCRBY t 5\nGET t\nEXEC\nGET t\n")
@@ -694,4 +694,5 @@ def test_read_only_daemon_refuses_writes(env):
     assert d.stop() == 0
 
 
-main(globals())
+if __name__ == "__main__":  # ftld_resp3.py imports the helpers
+    main(globals())
