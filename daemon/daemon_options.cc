@@ -333,8 +333,9 @@ over NBD. Runs in the foreground and logs to stderr.
                        ipl-merge (merge whole erase units), in-place
       --kv-diff-mib N  pdl: MiB of page differentials each key-value store
                        keeps in memory before merging pages (default 32)
-      --kv-port N      serve key-value datasets over the Redis protocol (RESP2)
-                       on TCP port N (0 picks a free one; logged)
+      --kv-port N      serve key-value datasets over the Redis protocol (RESP2,
+                       RESP3 after HELLO 3) on TCP port N (0 picks a free one;
+                       logged)
       --kv-bind ADDR   address of that listener (default 127.0.0.1; RESP has
                        no authentication)
       --kv-unix PATH   serve the Redis protocol on a Unix socket (TCP too only
