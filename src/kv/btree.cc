@@ -22,7 +22,11 @@ absl::StatusOr<std::optional<uint32_t>> BTree::DescendToRead(std::string_view ke
     if (absl::Status s = Descend(key, path); !s.ok()) return s;
     return std::optional<uint32_t>();
   }
-  return DescendUntil(key, path, [&](uint32_t id) { return !buf_->Buffered(id); });
+  // A leaf not in the buffer is probed where it lies (one read, nothing
+  // decoded) unless the buffer has room for it: then it is loaded, so the
+  // next read of it costs no I/O (docs/kv.md, "Reads").
+  return DescendUntil(key, path,
+                      [&](uint32_t id) { return !buf_->Buffered(id) && !buf_->has_room(); });
 }
 
 absl::StatusOr<std::optional<uint32_t>> BTree::DescendUntil(std::string_view key, Path* path,

@@ -159,6 +159,8 @@ class BufferPool {
   const KvStats& stats() const { return stats_; }
   size_t frame_count() const { return frames_.size(); }
   bool over_capacity() const { return frames_.size() > capacity_; }
+  // A page can come in without evicting one.
+  bool has_room() const { return frames_.size() < capacity_; }
 
   // For the Flusher.
   std::unordered_map<uint32_t, std::unique_ptr<Frame>>& frames() { return frames_; }

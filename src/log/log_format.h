@@ -106,8 +106,9 @@ inline constexpr uint32_t kFormatVersion = 8;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
 // no JOINED records, version 3 no RELOCP, version 4 no DATASET, version 5
 // no RESIZE, versions 6 and 7 no mirror device labels; opening upgrades the
-// superblock). Version 7 belongs to another branch of issue work (the lead
-// renumbers at merge); version 8 changed nothing inside the pool: it marks
+// superblock). Version 7 was never released (reserved while issues 21 and
+// 22 were built side by side; it reads as 6); version 8 changed nothing
+// inside the pool: it marks
 // the mirror device label (whose block carries 8 in the superblock's
 // version field so that older builds refuse a mirror device instead of
 // formatting over it).

@@ -473,19 +473,47 @@ TEST(KvPdl, ReadsCostOnePageReadOrNone) {
   KvStats b = s->Stats();
   EXPECT_EQ(b.log_reads, a.log_reads);
   EXPECT_LE(b.page_reads - a.page_reads, 500u);
-  // Every page was seen by now: absent keys are mostly told by filters.
+  // Every page was seen by now: absent keys are told by the buffered
+  // leaves (the first 16 pages read came in) or by the filters of the
+  // others, rarely by a read.
   for (int n = 0; n < 500; ++n) EXPECT_TRUE(absl::IsNotFound(s->Get(Key(int(rng() % 2000) * 2 + 1)).status()));
   KvStats c = s->Stats();
-  EXPECT_GT(c.filter_answers - b.filter_answers, 400u);
+  EXPECT_GT(c.filter_answers - b.filter_answers, 0u);
   EXPECT_LT(c.page_reads - b.page_reads, 100u);
-  // A key changed since the page was written is answered by its
-  // differential.
-  ASSERT_OK(s->Put(Key(10), "new"));
-  for (int i = 0; i < 4000; i += 2) (void)s->Get(Key(i));  // (evicts page of Key(10))
-  KvStats d = s->Stats();
-  EXPECT_EQ(*s->Get(Key(10)), "new");
-  EXPECT_EQ(s->Stats().page_reads, d.page_reads);
-  EXPECT_EQ(s->Stats().diff_answers, d.diff_answers + 1);
+  // A key changed since its page was written costs no read: from the page
+  // in the buffer, or from its differential when the page is not there
+  // (the buffer is full by now, so some are not).
+  uint64_t diff_answers = 0;
+  for (int i = 0; i < 4000; i += 40) {
+    ASSERT_OK(s->Put(Key(i), "new"));
+    KvStats d = s->Stats();
+    EXPECT_EQ(*s->Get(Key(i)), "new");
+    EXPECT_EQ(s->Stats().page_reads, d.page_reads) << i;
+    diff_answers += s->Stats().diff_answers - d.diff_answers;
+  }
+  EXPECT_GT(diff_answers, 0u);
+}
+
+// While the buffer has free frames a read loads the leaf it needs, so the
+// next read of that leaf costs no I/O.
+TEST(KvPdl, ReadsLoadLeavesWhileTheBufferHasRoom) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  KvOptions o;
+  o.buffer_pages = 1024;
+  {
+    ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+    for (int i = 0; i < 4000; ++i) ASSERT_OK(s->Put(Key(i), std::string(100, 'v')));
+    ASSERT_OK(s->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+  for (int i = 0; i < 4000; ++i) ASSERT_OK(s->Get(Key(i)).status());
+  KvStats a = s->Stats();
+  EXPECT_GT(a.page_reads, 0u);
+  EXPECT_GT(s->Stats().buffer_pages, 16u);
+  for (int i = 3999; i >= 0; --i) ASSERT_OK(s->Get(Key(i)).status());
+  EXPECT_EQ(s->Stats().page_reads, a.page_reads);
+  EXPECT_EQ(s->Stats().filter_answers, a.filter_answers);
 }
 
 // A value kept outside pages that a put replaced without reading its page

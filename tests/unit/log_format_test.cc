@@ -297,7 +297,7 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
     sb.format_version = v;  // older formats still open
     EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb))) << v;
   }
-  EXPECT_EQ(kFormatVersion, 6u);  // RESIZE notes
+  EXPECT_EQ(kFormatVersion, 8u);  // mirror device labels
   EXPECT_EQ(kOldestFormatVersion, 1u);
   sb.format_version = 0;
   EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
