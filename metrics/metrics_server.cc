@@ -132,11 +132,15 @@ asio::awaitable<void> MetricsServer::AcceptLoop() {
     backoff.Succeeded();
     if (state_->active.fetch_add(1) >= kMaxClients) {
       state_->active.fetch_sub(1);
-      // Too many at once: a best-effort 503 without waiting, then close.
-      std::string busy = Response(503, ErrorBody(503), false);
-      socket->non_blocking(true, ec);
-      socket->send(asio::buffer(busy), 0, ec);
-      socket->close(ec);
+      // Too many at once: 503 (Reject), or a plain close while as many
+      // are being refused already.
+      if (state_->rejecting.fetch_add(1) >= kMaxRejecting) {
+        state_->rejecting.fetch_sub(1);
+        socket->close(ec);
+        continue;
+      }
+      auto rex = socket->get_executor();
+      asio::co_spawn(rex, Reject(state_, std::move(socket)), asio::detached);
       continue;
     }
     auto ex = socket->get_executor();
@@ -202,6 +206,32 @@ asio::awaitable<void> MetricsServer::Session(std::shared_ptr<State> state,
   socket->shutdown(asio::socket_base::shutdown_both, ec);
   socket->close(ec);
   deadline.cancel();
+}
+
+asio::awaitable<void> MetricsServer::Reject(std::shared_ptr<State> state,
+                                            std::shared_ptr<asio::ip::tcp::socket> socket) {
+  struct Release {
+    State* s;
+    ~Release() { s->rejecting.fetch_sub(1); }
+  } release{state.get()};
+  asio::steady_timer deadline(socket->get_executor());
+  deadline.expires_after(kRejectTimeout);
+  deadline.async_wait([socket](error_code ec) {
+    if (!ec) socket->close(ec);
+  });
+  error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  std::string head;
+  co_await asio::async_read_until(*socket, asio::dynamic_buffer(head, kMaxRequestHead), "\r\n\r\n",
+                                  token);
+  if (socket->is_open()) {
+    std::string busy = Response(503, ErrorBody(503), false);
+    co_await asio::async_write(*socket, asio::buffer(busy), token);
+    socket->shutdown(asio::socket_base::shutdown_both, ec);
+    socket->close(ec);
+  }
+  deadline.cancel();
+  state->log->debug("metrics request answered 503");
 }
 
 }  // namespace ftl::metrics

@@ -40,6 +40,10 @@ namespace asio = boost::asio;
 inline constexpr size_t kMaxRequestHead = 8192;
 inline constexpr std::chrono::seconds kTimeout{10};
 inline constexpr int kMaxClients = 16;
+// Clients being answered 503 at a time (more are closed at once), and how
+// long one may take to send its head.
+inline constexpr int kMaxRejecting = 16;
+inline constexpr std::chrono::seconds kRejectTimeout{1};
 inline constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 class MetricsServer {
@@ -63,11 +67,17 @@ class MetricsServer {
     asio::any_io_executor render_on;
     std::shared_ptr<spdlog::logger> log;
     std::atomic<int> active{0};
+    std::atomic<int> rejecting{0};  // 503 exchanges under way (Reject)
     std::atomic<uint64_t> served{0};
   };
   asio::awaitable<void> AcceptLoop();
   static asio::awaitable<void> Session(std::shared_ptr<State> state,
                                        std::shared_ptr<asio::ip::tcp::socket> socket);
+  // A client beyond kMaxClients: its head is read (within kRejectTimeout),
+  // then 503 and an orderly close, so the reply is not lost to a reset
+  // that closing with the request unread would send.
+  static asio::awaitable<void> Reject(std::shared_ptr<State> state,
+                                      std::shared_ptr<asio::ip::tcp::socket> socket);
 
   asio::io_context& io_;
   std::shared_ptr<State> state_;
