@@ -47,6 +47,13 @@ uint64_t ClockSeed() {
   return (t ^ (uint64_t(::getpid()) << 40)) * 0x9E3779B97F4A7C15ull;
 }
 
+// A missing path here names a device that is not there: ftld never creates
+// a file under /dev (a mistyped /dev/sdX would become a file in the RAM of
+// devtmpfs), except under /dev/shm, the tmpfs meant for files.
+bool DeviceOnlyPath(const std::string& path) {
+  return path.starts_with("/dev/") && !path.starts_with("/dev/shm/");
+}
+
 }  // namespace
 
 absl::StatusOr<BackingAction> DecideBackingAction(const DaemonOptions& o, const BackingFacts& f) {
@@ -104,7 +111,7 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
     }
   } else if (errno != ENOENT) {
     return absl::UnavailableError(absl::StrCat(b, ": ", std::strerror(errno)));
-  } else if (b.starts_with("/dev/")) {
+  } else if (DeviceOnlyPath(b)) {
     return absl::NotFoundError(absl::StrCat(b, ": no such device"));
   }
   if (!facts.exists && !o.size) {
@@ -202,7 +209,11 @@ absl::StatusOr<OpenedBacking> OpenMirrorBacking(const DaemonOptions& o) {
       unlock_all();
       return absl::InvalidArgumentError(absl::StrCat(b, ": not a regular file or block device"));
     }
-    if (!exists && (!o.size || b.starts_with("/dev/"))) {
+    if (!exists && DeviceOnlyPath(b)) {
+      unlock_all();
+      return absl::NotFoundError(absl::StrCat(b, ": no such device"));
+    }
+    if (!exists && !o.size) {
       unlock_all();
       return absl::NotFoundError(absl::StrCat(b, ": no such file or device (pass --size SIZE to create files)"));
     }

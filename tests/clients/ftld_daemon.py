@@ -4,6 +4,7 @@ and ftlctl, all with the real binaries."""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -47,6 +48,22 @@ def test_backing_rules(env):
     missing = env.path("missing.img")
     one_error_line(run_ftld(env, *ctl, missing), "no such file", "--size")
     one_error_line(run_ftld(env, *ctl, "/dev/ftld-no-such-device"), "no such device")
+    # Never a file under /dev, even with --size (a mistyped device name),
+    # for a mirror's devices too; /dev/shm is a tmpfs for files and allowed.
+    r = run_ftld(env, *ctl, "--size", "256M", "/dev/ftld-no-such-device")
+    one_error_line(r, "no such device")
+    assert not os.path.exists("/dev/ftld-no-such-device")
+    r = run_ftld(env, *ctl, "--size", "256M", "--mirror", env.path("m0.img"), "/dev/ftld-no-such-device")
+    one_error_line(r, "no such device")
+    assert "--size" not in r.stderr, r.stderr
+    assert not os.path.exists("/dev/ftld-no-such-device")
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        shm = "/dev/shm/ftld-test-%d.img" % os.getpid()
+        env.cleanups.append(lambda: os.path.exists(shm) and os.unlink(shm))
+        d = env.start_ftld(backing=shm, size="128M")
+        env.run(["nbdinfo", "--size", d.uri()]) if shutil.which("nbdinfo") else None
+        d.stop()
+        assert os.path.getsize(shm) == 128 * MiB
     # Unformatted: empty and foreign.
     empty = env.path("empty.img")
     with open(empty, "wb") as f:
