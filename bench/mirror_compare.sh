@@ -48,7 +48,10 @@ for tool in fio nbdinfo python3; do
   command -v "$tool" >/dev/null || { echo "mirror_compare: $tool not installed" >&2; exit 2; }
 done
 [[ -x "$FTLD" ]] || { echo "mirror_compare: no ftld at $FTLD (use --ftld)" >&2; exit 2; }
+# ftlctl from the same build (build/tools/), else beside the ftld given.
 FTLCTL="$(dirname "$FTLD")/../tools/ftlctl"
+[[ -x "$FTLCTL" ]] || FTLCTL="$(dirname "$FTLD")/ftlctl"
+[[ -x "$FTLCTL" ]] || { echo "mirror_compare: no ftlctl beside $FTLD" >&2; exit 2; }
 
 DIR="${DIR:-$(mktemp -d "${TMPDIR:-/var/tmp}/ftld-mirror-bench.XXXXXX")}"
 mkdir -p "$DIR"
