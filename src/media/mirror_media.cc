@@ -547,12 +547,6 @@ absl::Status MirrorMediaImpl::ReadVerified(uint64_t offset, std::span<std::byte>
   if (out.empty()) return absl::OkStatus();
   if (unit_bytes == 0 || unit_bytes > out.size()) unit_bytes = out.size();
   const size_t units = (out.size() + unit_bytes - 1) / unit_bytes;
-  struct Fix {
-    size_t unit;
-    int from;
-    std::vector<int> to;
-    uint64_t bad;  // losers that were kBad or unreadable (not kAbsent)
-  };
   std::vector<Fix> fixes;
   ReadOutcome local;
   {
@@ -639,16 +633,7 @@ absl::Status MirrorMediaImpl::ReadVerified(uint64_t offset, std::span<std::byte>
       if (!fix.to.empty()) fixes.push_back(std::move(fix));
     }
   }
-  for (const Fix& fix : fixes) {
-    const size_t at = fix.unit * unit_bytes, len = std::min(unit_bytes, out.size() - at);
-    if (Repair(offset + at, len, fix.from, fix.to, unit_bytes, fix.unit, &check) > 0) local.repaired += fix.bad;
-  }
-  if (outcome) {
-    outcome->bad_copies += local.bad_copies;
-    outcome->repaired += local.repaired;
-    outcome->unrecovered += local.unrecovered;
-    outcome->good += local.good;
-  }
+  RepairAndCount(offset, out.size(), unit_bytes, fixes, check, local, outcome);
   return absl::OkStatus();
 }
 
@@ -668,12 +653,6 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
   // Per-thread scratch, reused: a fresh 256 KiB buffer per call is an
   // mmap and munmap (a TLB shootdown on every CPU) and 64 page faults.
   thread_local std::vector<AlignedBuffer> scratch;
-  struct Fix {
-    size_t unit;
-    int from;
-    std::vector<int> to;
-    uint64_t bad;
-  };
   std::vector<Fix> fixes;
   ReadOutcome local;
   bool any_read = false;
@@ -733,8 +712,15 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
       if (!fix.to.empty()) fixes.push_back(std::move(fix));
     }
   }
+  RepairAndCount(offset, out.size(), unit_bytes, fixes, check, local, outcome);
+  return absl::OkStatus();
+}
+
+void MirrorMediaImpl::RepairAndCount(uint64_t offset, size_t size, size_t unit_bytes,
+                                     const std::vector<Fix>& fixes, const ReadCheck& check,
+                                     ReadOutcome local, ReadOutcome* outcome) {
   for (const Fix& fix : fixes) {
-    const size_t at = fix.unit * unit_bytes, len = std::min(unit_bytes, out.size() - at);
+    const size_t at = fix.unit * unit_bytes, len = std::min(unit_bytes, size - at);
     if (Repair(offset + at, len, fix.from, fix.to, unit_bytes, fix.unit, &check) > 0) local.repaired += fix.bad;
   }
   if (outcome) {
@@ -743,7 +729,6 @@ absl::Status MirrorMediaImpl::VerifyCopies(uint64_t offset, std::span<std::byte>
     outcome->unrecovered += local.unrecovered;
     outcome->good += local.good;
   }
-  return absl::OkStatus();
 }
 
 uint64_t MirrorMediaImpl::Repair(uint64_t offset, uint64_t len, int from, const std::vector<int>& to,

@@ -169,6 +169,19 @@ class MirrorMediaImpl : public MirrorMedia {
   // Returns the bytes written.
   uint64_t Repair(uint64_t offset, uint64_t len, int from, const std::vector<int>& to,
                   size_t unit_bytes, size_t first_unit, const ReadCheck* check);
+  // A unit of a checked read whose copies disagree: the good copy on
+  // `from`, the members `to` to rewrite, and how many of them were bad
+  // (kBad or unreadable, not kAbsent).
+  struct Fix {
+    size_t unit;
+    int from;
+    std::vector<int> to;
+    uint64_t bad;
+  };
+  // Repairs `fixes` of a checked read of [offset, +size) and adds `local`'s
+  // counts (with the repairs) to `outcome` (may be null). Without mu_ held.
+  void RepairAndCount(uint64_t offset, size_t size, size_t unit_bytes, const std::vector<Fix>& fixes,
+                      const ReadCheck& check, ReadOutcome local, ReadOutcome* outcome) ABSL_LOCKS_EXCLUDED(mu_);
   // The resilver thread: copies the whole data area to the RESILVERING
   // members, then makes them ONLINE; again while new ones appear.
   void ResilverLoop();
