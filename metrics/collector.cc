@@ -41,53 +41,46 @@ struct Hist {
 
 void PoolMetrics(Exposition& e, Pool& pool, const PoolStats& st) {
   const Geometry& g = pool.geometry();
-  e.Family("ftld_pool_media_size_bytes", "gauge", "Size of the backing file or device.");
-  e.Sample("ftld_pool_media_size_bytes", {}, g.media_bytes);
-  e.Family("ftld_pool_segment_size_bytes", "gauge", "Size of one segment.");
-  e.Sample("ftld_pool_segment_size_bytes", {}, uint64_t(g.segment_blocks) * g.block_size);
+  e.Single("ftld_pool_media_size_bytes", "gauge", "Size of the backing file or device.",
+           g.media_bytes);
+  e.Single("ftld_pool_segment_size_bytes", "gauge", "Size of one segment.",
+           uint64_t(g.segment_blocks) * g.block_size);
   e.Family("ftld_pool_segments", "gauge", "Segments by state (free, open, full, cleaning).");
   e.Sample("ftld_pool_segments", {{"state", "free"}}, uint64_t(st.segments_free));
   e.Sample("ftld_pool_segments", {{"state", "open"}}, uint64_t(st.segments_open));
   e.Sample("ftld_pool_segments", {{"state", "full"}}, uint64_t(st.segments_full));
   e.Sample("ftld_pool_segments", {{"state", "cleaning"}}, uint64_t(st.segments_cleaning));
-  e.Family("ftld_pool_free_bytes", "gauge", "Bytes in free segments.");
-  e.Sample("ftld_pool_free_bytes", {}, st.free_bytes);
-  e.Family("ftld_pool_live_bytes", "gauge", "Physical bytes holding live data.");
-  e.Sample("ftld_pool_live_bytes", {}, st.live_bytes);
-  e.Family("ftld_pool_user_written_bytes_total", "counter",
-           "Data bytes written for clients (before write amplification).");
-  e.Sample("ftld_pool_user_written_bytes_total", {}, st.user_write_bytes);
-  e.Family("ftld_pool_media_written_bytes_total", "counter",
-           "Every byte written to the backing: data, record headers, relocations, checkpoints.");
-  e.Sample("ftld_pool_media_written_bytes_total", {}, st.media_write_bytes);
-  e.Family("ftld_pool_write_amplification", "gauge",
-           "Media bytes written per user byte since the pool was opened.");
-  e.Sample("ftld_pool_write_amplification", {}, st.write_amplification);
-  e.Family("ftld_pool_map_memory_bytes", "gauge", "Memory of the volume trees and VBA table.");
-  e.Sample("ftld_pool_map_memory_bytes", {}, st.map_memory_bytes);
-  e.Family("ftld_pool_metadata_bytes", "gauge", "Size of the last checkpoint.");
-  e.Sample("ftld_pool_metadata_bytes", {}, st.metadata_bytes);
-  e.Family("ftld_pool_metadata_capacity_bytes", "gauge", "Size of a checkpoint slot.");
-  e.Sample("ftld_pool_metadata_capacity_bytes", {}, st.metadata_capacity);
-  e.Family("ftld_pool_proof_pending", "gauge",
-           "1 while durable records wait for their durability proof (--proof-delay).");
-  e.Sample("ftld_pool_proof_pending", {}, uint64_t(st.proof_pending ? 1 : 0));
+  e.Single("ftld_pool_free_bytes", "gauge", "Bytes in free segments.", st.free_bytes);
+  e.Single("ftld_pool_live_bytes", "gauge", "Physical bytes holding live data.", st.live_bytes);
+  e.Single("ftld_pool_user_written_bytes_total", "counter",
+           "Data bytes written for clients (before write amplification).", st.user_write_bytes);
+  e.Single("ftld_pool_media_written_bytes_total", "counter",
+           "Every byte written to the backing: data, record headers, relocations, checkpoints.",
+           st.media_write_bytes);
+  e.Single("ftld_pool_write_amplification", "gauge",
+           "Media bytes written per user byte since the pool was opened.", st.write_amplification);
+  e.Single("ftld_pool_map_memory_bytes", "gauge", "Memory of the volume trees and VBA table.",
+           st.map_memory_bytes);
+  e.Single("ftld_pool_metadata_bytes", "gauge", "Size of the last checkpoint.", st.metadata_bytes);
+  e.Single("ftld_pool_metadata_capacity_bytes", "gauge", "Size of a checkpoint slot.",
+           st.metadata_capacity);
+  e.Single("ftld_pool_proof_pending", "gauge",
+           "1 while durable records wait for their durability proof (--proof-delay).",
+           uint64_t(st.proof_pending ? 1 : 0));
 
-  e.Family("ftld_cleaner_segments_cleaned_total", "counter", "Segments the cleaner freed.");
-  e.Sample("ftld_cleaner_segments_cleaned_total", {}, st.gc_segments_cleaned);
-  e.Family("ftld_cleaner_relocated_bytes_total", "counter",
-           "Live bytes the cleaner copied out of victim segments.");
-  e.Sample("ftld_cleaner_relocated_bytes_total", {}, st.gc_relocated_bytes);
+  e.Single("ftld_cleaner_segments_cleaned_total", "counter", "Segments the cleaner freed.",
+           st.gc_segments_cleaned);
+  e.Single("ftld_cleaner_relocated_bytes_total", "counter",
+           "Live bytes the cleaner copied out of victim segments.", st.gc_relocated_bytes);
   e.Family("ftld_cleaner_state", "gauge", "1 for the cleaner's current state.");
   for (const char* state : {"idle", "running", "halted", "stopped"}) {
-    e.Sample("ftld_cleaner_state", {{"state", state}},
-             uint64_t(st.cleaner_state == state ? 1 : 0));
+    e.Sample("ftld_cleaner_state", {{"state", state}}, uint64_t(st.cleaner_state == state ? 1 : 0));
   }
 
-  e.Family("ftld_checkpoints_total", "counter", "Checkpoints written since the pool was opened.");
-  e.Sample("ftld_checkpoints_total", {}, st.checkpoint_count);
-  e.Family("ftld_checkpoint_written_bytes_total", "counter", "Bytes of checkpoints written.");
-  e.Sample("ftld_checkpoint_written_bytes_total", {}, st.checkpoint_bytes);
+  e.Single("ftld_checkpoints_total", "counter", "Checkpoints written since the pool was opened.",
+           st.checkpoint_count);
+  e.Single("ftld_checkpoint_written_bytes_total", "counter", "Bytes of checkpoints written.",
+           st.checkpoint_bytes);
   e.Family("ftld_checkpoint_age_seconds", "gauge",
            "Seconds since the newest checkpoint was written (or the pool opened).");
   auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -100,8 +93,7 @@ void PoolMetrics(Exposition& e, Pool& pool, const PoolStats& st) {
 }
 
 void SnapshotMetrics(Exposition& e, Pool& pool, const PoolStats& st) {
-  e.Family("ftld_snapshots", "gauge", "Snapshots in the pool.");
-  e.Sample("ftld_snapshots", {}, uint64_t(st.snapshots));
+  e.Single("ftld_snapshots", "gauge", "Snapshots in the pool.", uint64_t(st.snapshots));
   e.Family("ftld_snapshot_exclusive_bytes", "gauge",
            "Bytes only this snapshot holds: what deleting it would free.");
   for (const SnapshotInfo& s : pool.ListSnapshots("")) {
@@ -117,7 +109,8 @@ void VolumeMetrics(Exposition& e, Pool& pool) {
   }
   e.Family("ftld_volume_size_bytes", "gauge", "Size of a volume (its address space).");
   for (const auto& [v, kind] : vols)
-    e.Sample("ftld_volume_size_bytes", {{"volume", v.name}, {"kind", KindName(kind)}}, v.size_bytes);
+    e.Sample("ftld_volume_size_bytes", {{"volume", v.name}, {"kind", KindName(kind)}},
+             v.size_bytes);
   e.Family("ftld_volume_mapped_bytes", "gauge", "Bytes of a volume that are mapped (written).");
   for (const auto& [v, kind] : vols)
     e.Sample("ftld_volume_mapped_bytes", {{"volume", v.name}, {"kind", KindName(kind)}},
@@ -125,10 +118,13 @@ void VolumeMetrics(Exposition& e, Pool& pool) {
   e.Family("ftld_volume_ops_total", "counter",
            "Operations on a volume by kind, from every path (NBD, control socket).");
   for (const auto& [v, kind] : vols) {
-    const std::pair<const char*, uint64_t> ops[] = {{"read", v.reads},   {"write", v.writes},
-                                                    {"trim", v.trims},   {"write_zeroes", v.zeroes},
+    const std::pair<const char*, uint64_t> ops[] = {{"read", v.reads},
+                                                    {"write", v.writes},
+                                                    {"trim", v.trims},
+                                                    {"write_zeroes", v.zeroes},
                                                     {"flush", v.flushes}};
-    for (const auto& [op, n] : ops) e.Sample("ftld_volume_ops_total", {{"volume", v.name}, {"op", op}}, n);
+    for (const auto& [op, n] : ops)
+      e.Sample("ftld_volume_ops_total", {{"volume", v.name}, {"op", op}}, n);
   }
   e.Family("ftld_volume_read_bytes_total", "counter", "Bytes read from a volume.");
   for (const auto& [v, kind] : vols)
@@ -141,13 +137,12 @@ void VolumeMetrics(Exposition& e, Pool& pool) {
 void NbdMetrics(Exposition& e, const nbd::Server* server, const nbd::RequestMetrics* requests) {
   if (server != nullptr) {
     const nbd::ServerCounters& c = server->counters();
-    e.Family("ftld_nbd_connections", "gauge", "NBD clients connected now.");
-    e.Sample("ftld_nbd_connections", {}, c.connections_active.load());
-    e.Family("ftld_nbd_connections_total", "counter", "NBD clients accepted.");
-    e.Sample("ftld_nbd_connections_total", {}, c.connections_total.load());
-    e.Family("ftld_nbd_protocol_errors_total", "counter",
-             "NBD connections closed for a protocol violation.");
-    e.Sample("ftld_nbd_protocol_errors_total", {}, c.protocol_errors.load());
+    e.Single("ftld_nbd_connections", "gauge", "NBD clients connected now.",
+             c.connections_active.load());
+    e.Single("ftld_nbd_connections_total", "counter", "NBD clients accepted.",
+             c.connections_total.load());
+    e.Single("ftld_nbd_protocol_errors_total", "counter",
+             "NBD connections closed for a protocol violation.", c.protocol_errors.load());
   }
   if (requests == nullptr) return;
   const std::vector<const ExportMetrics*> all = requests->All();
@@ -181,8 +176,9 @@ void NbdMetrics(Exposition& e, const nbd::Server* server, const nbd::RequestMetr
       uint64_t n = m->errors_by_errno(i);
       if (n == 0) continue;
       Labels l = labels(m);
-      l.emplace_back("errno",
-                     i < nbd::kMetricErrnos.size() ? nbd::NbdErrorName(nbd::kMetricErrnos[i]) : "other");
+      l.emplace_back("errno", i < nbd::kMetricErrnos.size()
+                                  ? nbd::NbdErrorName(nbd::kMetricErrnos[i])
+                                  : "other");
       e.Sample("ftld_nbd_request_errors_total", l, n);
     }
   }
@@ -223,8 +219,8 @@ std::string Collect(const Sources& s) {
   Exposition e;
   e.Family("ftld_build_info", "gauge", "Always 1; the version as a label.");
   e.Sample("ftld_build_info", {{"version", s.version}}, uint64_t(1));
-  e.Family("ftld_start_time_seconds", "gauge", "Unix time when ftld started.");
-  e.Sample("ftld_start_time_seconds", {}, Seconds(s.started.time_since_epoch()));
+  e.Single("ftld_start_time_seconds", "gauge", "Unix time when ftld started.",
+           Seconds(s.started.time_since_epoch()));
   if (s.pool != nullptr) {
     const PoolStats st = s.pool->Stats();
     PoolMetrics(e, *s.pool, st);

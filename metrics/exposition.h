@@ -27,6 +27,12 @@ class Exposition {
   void Family(std::string_view name, std::string_view type, std::string_view help);
   void Sample(std::string_view name, const Labels& labels, double value);
   void Sample(std::string_view name, const Labels& labels, uint64_t value);
+  // A family of one sample without labels.
+  template <typename T>
+  void Single(std::string_view name, std::string_view type, std::string_view help, T value) {
+    Family(name, type, help);
+    Sample(name, {}, value);
+  }
   // A histogram's samples: NAME_bucket{...,le="..."} cumulative over
   // `counts` (per bucket, not cumulative; the last one is +Inf), whose upper
   // bounds are `bounds_ns` (nanoseconds, written as seconds), then NAME_sum
