@@ -95,8 +95,8 @@ absl::Status BufferPool::ApplyDiff(uint32_t id, Page* p,
   absl::StatusOr<std::vector<LogEntry>> entries =
       DecodeLogEntries(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())));
   if (!entries.ok()) return entries.status();
-  for (const LogEntry& e : *entries)
-    if (absl::Status s = p->Apply(e); !s.ok()) return s;
+  for (LogEntry& e : *entries)
+    if (absl::Status s = p->Apply(std::move(e)); !s.ok()) return s;
   return absl::OkStatus();
 }
 
@@ -193,8 +193,8 @@ absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
     absl::StatusOr<LogArea> log = ReadLogOnce(id);
     if (!log.ok()) return log.status();
     if (log->epoch == p.image().epoch)
-      for (const LogEntry& e : log->entries)
-        if (absl::Status s = p.Apply(e); !s.ok()) return s;
+      for (LogEntry& e : log->entries)
+        if (absl::Status s = p.Apply(std::move(e)); !s.ok()) return s;
   }
   if (absl::Status s = ApplyDiff(id, &p, nullptr); !s.ok()) return s;
   return std::move(p.image());
@@ -213,17 +213,18 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   if (id >= root_meta_.next_page)
     return absl::DataLossError(absl::StrFormat("page %d is past the allocated pages", id));
   if (absl::Status s = MakeRoom(); !s.ok()) return s;
-  std::vector<std::byte> buf(layout_.geo.page_bytes);
-  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
+  read_buf_.resize(layout_.geo.page_bytes);
+  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, read_buf_); !s.ok())
+    return s;
   ++stats_.page_reads;
-  absl::StatusOr<PageImage> img = DecodePage(buf);
-  if (!img.ok()) return absl::DataLossError(absl::StrFormat("page %d: %s", id, img.status().message()));
-  if (img->type == PageType::kNone)
+  std::unique_ptr<Frame> f = TakeFrame();
+  if (absl::Status s = DecodePageInto(read_buf_, &f->page.image()); !s.ok())
+    return absl::DataLossError(absl::StrFormat("page %d: %s", id, s.message()));
+  if (f->page.image().type == PageType::kNone)
     return absl::DataLossError(absl::StrFormat("page %d was never written", id));
-  auto f = std::make_unique<Frame>();
+  f->page.Recount();
   f->id = id;
-  bool has_log = img->has_log;
-  f->page = Page(std::move(*img));
+  bool has_log = f->page.image().has_log;
   if (mode_ == KvMode::kPdl) {
     // Its in-page log (written by an IPL mode), read once: the frame keeps
     // no log blocks.
@@ -231,8 +232,8 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
       absl::StatusOr<LogArea> log = ReadLogOnce(id);
       if (!log.ok()) return log.status();
       if (log->epoch == f->page.image().epoch)
-        for (const LogEntry& e : log->entries)
-          if (absl::Status s = f->page.Apply(e); !s.ok()) return s;
+        for (LogEntry& e : log->entries)
+          if (absl::Status s = f->page.Apply(std::move(e)); !s.ok()) return s;
     }
   } else if (mode_ != KvMode::kInPlace || has_log) {
     if (absl::Status s = LoadLogBlocks(id); !s.ok()) return s;
@@ -581,8 +582,22 @@ void BufferPool::Evict(Frame* f) {
   // as a split's new page, were not counted by Change).
   Remember(*f);
   lru_.erase(f->lru);
-  frames_.erase(f->id);
+  auto node = frames_.extract(f->id);
+  if (spare_frames_.size() < kSpareFrames) spare_frames_.push_back(std::move(node.mapped()));
   ++stats_.evictions;
+}
+
+std::unique_ptr<Frame> BufferPool::TakeFrame() {
+  if (spare_frames_.empty()) return std::make_unique<Frame>();
+  std::unique_ptr<Frame> f = std::move(spare_frames_.back());
+  spare_frames_.pop_back();
+  // Everything but the page, which the caller decodes over.
+  f->dirty_log = f->rewrite = false;
+  f->pins = f->inflight = 0;
+  f->log_epoch = 0;
+  f->log_used = 0;
+  f->base_blobs.clear();
+  return f;
 }
 
 void BufferPool::Trim() { TrimTo(capacity_); }

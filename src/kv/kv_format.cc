@@ -238,14 +238,22 @@ void EncodePage(const PageImage& p, std::span<std::byte> out) {
   if (b.size() < out.size()) std::memset(out.data() + b.size(), 0, out.size() - b.size());
 }
 
-absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in) {
+absl::Status DecodePageInto(std::span<const std::byte> in, PageImage* out) {
   Decoder d(in);
-  PageImage p;
+  PageImage& p = *out;
+  p.type = PageType::kNone;
+  p.has_log = true;
+  p.epoch = 0;
+  p.first_child = kNoPage;
+  p.meta = Meta{};
   uint16_t magic = d.U16();
   if (magic == 0) {
     bool zero = std::all_of(in.begin(), in.begin() + std::min<size_t>(in.size(), kPageHeaderBytes),
                             [](std::byte b) { return b == std::byte{0}; });
-    if (zero) return p;  // never written
+    if (zero) {  // never written
+      p.entries.clear();
+      return absl::OkStatus();
+    }
   }
   if (magic != kPageMagic) return absl::DataLossError("page without its magic");
   p.type = PageType(d.U8());
@@ -260,27 +268,40 @@ absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in) {
   d.U32();
   if (p.type != PageType::kLeaf && p.type != PageType::kInner)
     return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(p.type)));
+  // Assigning into the entries already there reuses their strings' memory
+  // (a recycled frame's: buffer_pool.h).
   p.entries.resize(count);
   for (Entry& x : p.entries) {
     uint16_t klen = d.U16();
     if (p.type == PageType::kInner) {
-      x.key = d.Str(klen);
+      x.key.assign(d.View(klen));
+      x.value.clear();
+      x.blob.reset();
       x.child = d.U32();
       continue;
     }
     uint8_t vkind = d.U8();
-    x.key = d.Str(klen);
+    x.key.assign(d.View(klen));
+    x.child = kNoPage;
     if (vkind == 1) {
       BlobRef r;
       r.lba = d.U32();
       r.len = d.U32();
       r.csum = d.U32();
       x.blob = r;
+      x.value.clear();
     } else {
-      x.value = d.Str(d.U16());
+      x.blob.reset();
+      x.value.assign(d.View(d.U16()));
     }
   }
   if (!d.ok()) return absl::DataLossError("page entries run past its end");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in) {
+  PageImage p;
+  if (absl::Status s = DecodePageInto(in, &p); !s.ok()) return s;
   return p;
 }
 

@@ -177,6 +177,9 @@ size_t EntryBytes(PageType type, const Entry& e);
 void EncodePage(const PageImage& p, std::span<std::byte> out);
 // DataLoss if the page is malformed; an all-zero page is type kNone.
 absl::StatusOr<PageImage> DecodePage(std::span<const std::byte> in);
+// The same into `out`, overwriting every field and reusing the memory of
+// the entries it already holds. On error `out` is left partly decoded.
+absl::Status DecodePageInto(std::span<const std::byte> in, PageImage* out);
 
 // A key looked up in an encoded page without decoding it (reads of pages
 // not in the buffer).

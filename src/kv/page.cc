@@ -9,6 +9,7 @@ namespace ftl::kv {
 Page::Page(PageImage img) : img_(std::move(img)) { Recount(); }
 
 void Page::Recount() {
+  heads_.valid = false;
   bytes_ = kPageHeaderBytes;
   for (const Entry& e : img_.entries) bytes_ += EntryBytes(img_.type, e);
 }
@@ -25,25 +26,70 @@ const Entry* Page::Find(std::string_view key) const {
   return nullptr;
 }
 
+namespace {
+
+// The 8 bytes of `key` from `at` on, big-endian, zero-padded.
+uint64_t HeadOf(std::string_view key, size_t at) {
+  uint64_t h = 0;
+  for (size_t i = 0; i < 8; ++i) h = (h << 8) | (at + i < key.size() ? uint8_t(key[at + i]) : 0);
+  return h;
+}
+
+// Below this many entries a plain binary search over the keys is as fast.
+constexpr size_t kMinHeads = 8;
+
+}  // namespace
+
+void Page::BuildHeads() const {
+  const auto& ents = img_.entries;
+  // Sorted keys: what the first and the last share, all share.
+  const std::string& a = ents.front().key;
+  const std::string& b = ents.back().key;
+  size_t p = 0, n = std::min(a.size(), b.size());
+  while (p < n && a[p] == b[p]) ++p;
+  heads_.prefix = p;
+  heads_.of.resize(ents.size());
+  for (size_t i = 0; i < ents.size(); ++i) heads_.of[i] = HeadOf(ents[i].key, p);
+  heads_.valid = true;
+}
+
 uint32_t Page::ChildFor(std::string_view key, int* pos) const {
-  // The last entry with key <= `key`.
-  auto it = std::upper_bound(img_.entries.begin(), img_.entries.end(), key,
-                             [](std::string_view k, const Entry& e) { return k < e.key; });
-  int i = int(it - img_.entries.begin()) - 1;
+  // The last entry with key <= `key`: one before the first entry above it.
+  const auto& ents = img_.entries;
+  auto above = [](std::string_view k, const Entry& e) { return k < e.key; };
+  size_t first_above;
+  if (ents.size() < kMinHeads) {
+    first_above = size_t(std::upper_bound(ents.begin(), ents.end(), key, above) - ents.begin());
+  } else {
+    if (!heads_.valid) BuildHeads();
+    const size_t p = heads_.prefix;
+    int c = key.substr(0, p).compare(std::string_view(ents.front().key).substr(0, p));
+    if (c < 0) {
+      first_above = 0;  // below the shared prefix: below every key
+    } else if (c > 0) {
+      first_above = ents.size();
+    } else {
+      // Same prefix: heads below `key`'s are below it, heads above above
+      // it; keys with the same head are compared whole.
+      uint64_t h = HeadOf(key, p);
+      auto lo = std::lower_bound(heads_.of.begin(), heads_.of.end(), h);
+      auto hi = std::upper_bound(lo, heads_.of.end(), h);
+      auto b = ents.begin() + (lo - heads_.of.begin());
+      auto e = ents.begin() + (hi - heads_.of.begin());
+      first_above = size_t(std::upper_bound(b, e, key, above) - ents.begin());
+    }
+  }
+  int i = int(first_above) - 1;
   if (pos) *pos = i;
-  return i < 0 ? img_.first_child : img_.entries[size_t(i)].child;
+  return i < 0 ? img_.first_child : ents[size_t(i)].child;
 }
 
-Entry EntryOf(const LogEntry& e) {
-  Entry x;
-  x.key = e.key;
-  if (e.op == LogOp::kPut) x.value = e.value;
-  if (e.op == LogOp::kPutBlob) x.blob = e.blob;
-  if (e.op == LogOp::kChild) x.child = e.child;
-  return x;
-}
+absl::Status Page::Apply(const LogEntry& e) { return ApplyTo(e); }
+absl::Status Page::Apply(LogEntry&& e) { return ApplyTo(std::move(e)); }
 
-absl::Status Page::Apply(const LogEntry& e) {
+template <typename E>
+absl::Status Page::ApplyTo(E&& e) {
+  heads_.valid = false;
   auto& ents = img_.entries;
   switch (e.op) {
     case LogOp::kPut:
@@ -53,11 +99,26 @@ absl::Status Page::Apply(const LogEntry& e) {
       if (inner != (img_.type == PageType::kInner))
         return absl::DataLossError("log entry does not fit its page type");
       size_t i = LowerBound(e.key);
-      Entry x = EntryOf(e);
       if (i < ents.size() && ents[i].key == e.key) {
-        bytes_ -= EntryBytes(img_.type, ents[i]);
-        ents[i] = std::move(x);
+        // Replaced in place: the key's string stays, the value's memory is
+        // reused or (from an rvalue) taken over.
+        Entry& x = ents[i];
+        bytes_ -= EntryBytes(img_.type, x);
+        x.child = e.child;
+        if (e.op == LogOp::kPut) {
+          x.value = std::forward<E>(e).value;
+          x.blob.reset();
+        } else {
+          x.value.clear();
+          if (e.op == LogOp::kPutBlob) x.blob = e.blob; else x.blob.reset();
+        }
+        if (e.op != LogOp::kChild) x.child = kNoPage;
       } else {
+        Entry x;
+        x.key = std::forward<E>(e).key;
+        if (e.op == LogOp::kPut) x.value = std::forward<E>(e).value;
+        if (e.op == LogOp::kPutBlob) x.blob = e.blob;
+        if (e.op == LogOp::kChild) x.child = e.child;
         ents.insert(ents.begin() + long(i), std::move(x));
       }
       bytes_ += EntryBytes(img_.type, ents[i]);
@@ -87,6 +148,7 @@ absl::Status Page::Apply(const LogEntry& e) {
 }
 
 std::vector<Entry> Page::SplitUpper() {
+  heads_.valid = false;
   auto& ents = img_.entries;
   size_t half = (bytes_ - kPageHeaderBytes) / 2, acc = 0, cut = 0;
   while (cut < ents.size() && acc < half) acc += EntryBytes(img_.type, ents[cut++]);

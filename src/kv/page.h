@@ -5,10 +5,12 @@
 // from the page's log (reading a page applies its log), so the buffer and
 // the media can never disagree on what an entry means.
 //
-// Thread safety: none (the store's lock guards every page).
+// Thread safety: none (the store's lock guards every page); even the
+// const ChildFor builds its index on first use.
 
 #include <cstddef>
 #include <string_view>
+#include <vector>
 
 #include "kv/kv_format.h"
 
@@ -19,7 +21,11 @@ class Page {
   Page() = default;
   explicit Page(PageImage img);
 
-  PageImage& image() { return img_; }
+  // Writable: drops ChildFor's index (the caller may change the keys).
+  PageImage& image() {
+    heads_.valid = false;
+    return img_;
+  }
   const PageImage& image() const { return img_; }
   bool leaf() const { return img_.type == PageType::kLeaf; }
   size_t count() const { return img_.entries.size(); }
@@ -37,6 +43,8 @@ class Page {
   // Applies one change. DataLoss for an entry that does not fit the page
   // type (a corrupt log).
   absl::Status Apply(const LogEntry& e);
+  // The same, taking over the entry's strings.
+  absl::Status Apply(LogEntry&& e);
   // Splits off the upper half by bytes: returns the entries from the
   // split point on, leaving the lower part here (at least one each side).
   // For inner pages the first returned entry's key is the separator to
@@ -45,11 +53,24 @@ class Page {
   void Recount();
 
  private:
+  template <typename E>
+  absl::Status ApplyTo(E&& e);
+  // Builds heads_ for the entries as they are.
+  void BuildHeads() const;
+
   PageImage img_;
   size_t bytes_ = kPageHeaderBytes;
+  // ChildFor's index of an inner page's keys, built on its first search
+  // and dropped by every change (Apply, SplitUpper, Recount, writable
+  // image()): the length of the prefix all keys share and, per entry, the
+  // next 8 key bytes as a big-endian integer (zero-padded). Integers that
+  // differ order their keys; equal ones fall back to comparing the keys.
+  struct Heads {
+    bool valid = false;
+    size_t prefix = 0;
+    std::vector<uint64_t> of;
+  };
+  mutable Heads heads_;
 };
-
-// Entry for a log entry's key/value (leaf put or put-blob, inner child).
-Entry EntryOf(const LogEntry& e);
 
 }  // namespace ftl::kv

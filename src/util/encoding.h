@@ -96,6 +96,11 @@ class Decoder {
     if (!Take(n)) return {};
     return in_.subspan(pos_ - n, n);
   }
+  // n raw bytes, viewed in place (valid while the input is).
+  std::string_view View(size_t n) {
+    auto b = Bytes(n);
+    return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+  }
   // n raw bytes as a string.
   std::string Str(size_t n) {
     auto b = Bytes(n);

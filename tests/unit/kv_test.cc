@@ -157,6 +157,109 @@ TEST(KvPage, ApplyAndSplit) {
   EXPECT_EQ(p.bytes(), q.bytes());
 }
 
+// ChildFor's index (the keys' shared prefix and the next 8 bytes as an
+// integer) answers as a plain search over the keys would: keys that are
+// prefixes of others, zero bytes, long shared prefixes, equal heads, and
+// search keys shorter than the prefix, before and after changes.
+TEST(KvPage, ChildForMatchesAPlainSearch) {
+  std::mt19937_64 rng(7);
+  const std::string alphabet("\0\x01az\xff", 5);
+  auto random_key = [&](const std::string& prefix) {
+    std::string k = prefix.substr(0, rng() % (prefix.size() + 1));
+    size_t n = rng() % 12;
+    for (size_t i = 0; i < n; ++i) k += alphabet[rng() % alphabet.size()];
+    return k;
+  };
+  for (int round = 0; round < 200; ++round) {
+    std::string prefix = round % 2 ? std::string(size_t(rng() % 20), 'p') : "";
+    kv::PageImage img;
+    img.type = kv::PageType::kInner;
+    img.first_child = 1000000;
+    kv::Page p(img);
+    std::map<std::string, uint32_t> model;
+    int count = 1 + int(rng() % 60);
+    for (int i = 0; i < count; ++i) {
+      std::string k = prefix + random_key("0123456789");
+      if (model.count(k)) continue;
+      uint32_t child = uint32_t(i);
+      model[k] = child;
+      ASSERT_OK(p.Apply({kv::LogOp::kChild, k, "", {}, child, {}}));
+    }
+    auto check = [&](int probes) {
+      for (int probe = 0; probe < probes; ++probe) {
+        std::string k = rng() % 3 ? prefix + random_key("0123456789") : random_key(prefix);
+        if (probe % 10 == 0) {  // an existing key and its neighbours
+          auto it = model.begin();
+          std::advance(it, long(rng() % model.size()));
+          k = it->first;
+          if (probe % 20 == 0) k.push_back('\0');
+        }
+        auto up = model.upper_bound(k);
+        uint32_t want = up == model.begin() ? img.first_child : std::prev(up)->second;
+        int want_pos = int(std::distance(model.begin(), up)) - 1;
+        int pos = -2;
+        ASSERT_EQ(p.ChildFor(k, &pos), want) << "round " << round << " key " << k;
+        ASSERT_EQ(pos, want_pos);
+      }
+    };
+    check(100);
+    // A change drops the index: a key outside the shared prefix, then one
+    // removed.
+    std::string k = random_key("") + "q";
+    model[k] = 77;
+    ASSERT_OK(p.Apply({kv::LogOp::kChild, k, "", {}, 77, {}}));
+    check(50);
+    std::string gone = model.begin()->first;
+    model.erase(model.begin());
+    ASSERT_OK(p.Apply({kv::LogOp::kDel, gone, "", {}, kv::kNoPage, {}}));
+    if (!model.empty()) check(50);
+  }
+}
+
+// A page decoded over a recycled image (a frame that held another page)
+// equals one decoded fresh.
+TEST(KvFormat, DecodeIntoAUsedImageEqualsAFreshDecode) {
+  auto encode = [](kv::PageType type, int n, size_t vlen) {
+    kv::PageImage img;
+    img.type = type;
+    img.epoch = 9;
+    for (int i = 0; i < n; ++i) {
+      kv::Entry e;
+      e.key = Key(i * 7);
+      if (type == kv::PageType::kInner) {
+        e.child = uint32_t(i + 3);
+      } else if (i % 5 == 0) {
+        e.blob = kv::BlobRef{uint32_t(i), 5000, 42};
+      } else {
+        e.value = std::string(vlen, char('a' + i % 26));
+      }
+      img.entries.push_back(e);
+    }
+    std::vector<std::byte> out(4096);
+    kv::EncodePage(img, out);
+    return out;
+  };
+  std::vector<std::vector<std::byte>> pages = {
+      encode(kv::PageType::kLeaf, 30, 80), encode(kv::PageType::kInner, 100, 0),
+      encode(kv::PageType::kLeaf, 5, 200), std::vector<std::byte>(4096),
+      encode(kv::PageType::kLeaf, 40, 10)};
+  kv::PageImage used;
+  for (const auto& page : pages) {
+    ASSERT_OK(kv::DecodePageInto(page, &used));
+    ASSERT_OK_AND_ASSIGN(kv::PageImage fresh, kv::DecodePage(page));
+    EXPECT_EQ(used.type, fresh.type);
+    EXPECT_EQ(used.epoch, fresh.epoch);
+    EXPECT_EQ(used.first_child, fresh.first_child);
+    ASSERT_EQ(used.entries.size(), fresh.entries.size());
+    for (size_t i = 0; i < used.entries.size(); ++i) {
+      EXPECT_EQ(used.entries[i].key, fresh.entries[i].key);
+      EXPECT_EQ(used.entries[i].value, fresh.entries[i].value);
+      EXPECT_EQ(used.entries[i].blob, fresh.entries[i].blob);
+      EXPECT_EQ(used.entries[i].child, fresh.entries[i].child);
+    }
+  }
+}
+
 class KvStoreTest : public ::testing::TestWithParam<KvMode> {};
 
 TEST_P(KvStoreTest, ModelRandomOpsAndReopen) {
