@@ -24,10 +24,34 @@ void PageInfo::ClearFilter() {
 
 namespace {
 
+// A 64-bit hash of a key for the filters, which live in memory only (so
+// it may change between versions): 8 bytes at a time, multiplied and
+// folded, then murmur3's finalizer so that every bit of the result
+// depends on every key bit. Inline: a key costs a few nanoseconds.
+uint64_t FilterHash(std::string_view key) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
+  size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, key.data() + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, key.data() + i, key.size() - i);
+  h ^= w;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
 // Three bit positions of a key in a 512-bit filter, from one hash.
 template <typename F>
 void ForEachBit(std::string_view key, F&& f) {
-  uint64_t h = util::Xxh3(std::as_bytes(std::span(key.data(), key.size())));
+  uint64_t h = FilterHash(key);
   for (int i = 0; i < 3; ++i) {
     uint32_t bit = uint32_t(h >> (i * 9)) & (PageInfo::kFilterWords * 64 - 1);
     f(bit / 64, uint64_t(1) << (bit % 64));
@@ -47,13 +71,14 @@ bool PageInfo::MayHold(std::string_view key) const {
   return all;
 }
 
-void BufferPool::Remember(const Frame& f) {
+void BufferPool::Remember(Frame& f) {
   PageInfo& info = Info(f.id);
   const PageImage& img = f.page.image();
   info.epoch = img.epoch;
   info.bytes = uint32_t(f.page.bytes());
   info.known = true;
   info.filtered = false;
+  f.remembered = f.page.version();
   if (img.type != PageType::kLeaf || mode_ != KvMode::kPdl) return;
   info.ClearFilter();
   for (const Entry& e : img.entries) info.AddKey(e.key);
@@ -92,12 +117,8 @@ absl::Status BufferPool::ApplyDiff(uint32_t id, Page* p,
     return absl::DataLossError(absl::StrFormat(
         "page %d is at epoch %d but the differential log has changes of epoch %d", id, epoch, d->epoch));
   if (base_blobs) CollectBlobs(p->image(), base_blobs);
-  absl::StatusOr<std::vector<LogEntry>> entries =
-      DecodeLogEntries(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())));
-  if (!entries.ok()) return entries.status();
-  for (LogEntry& e : *entries)
-    if (absl::Status s = p->Apply(std::move(e)); !s.ok()) return s;
-  return absl::OkStatus();
+  return ForEachLogEntry(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())),
+                         [p](const LogEntryView& e) { return p->ApplyView(e); });
 }
 
 absl::StatusOr<LogArea> BufferPool::ReadLogOnce(uint32_t id) {
@@ -319,13 +340,18 @@ void BufferPool::MarkRewrite(Frame* f) {
     // split's TRUNC moved to the new page with their values: not freed.
     std::vector<std::pair<std::string, BlobRef>> maybe = std::move(f->base_blobs);
     std::optional<std::string> moved;  // keys >= it left the page
-    absl::StatusOr<std::vector<LogEntry>> entries =
-        DecodeLogEntries(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())));
-    if (entries.ok()) {
-      for (const LogEntry& e : *entries) {
-        if (e.op == LogOp::kPutBlob) maybe.emplace_back(e.key, e.blob);
-        if (e.op == LogOp::kTrunc && (!moved || e.key < *moved)) moved = e.key;
-      }
+    std::vector<std::pair<std::string, BlobRef>> logged;
+    std::optional<std::string> trunc;
+    absl::Status walked = ForEachLogEntry(
+        std::as_bytes(std::span(d->bytes.data(), d->bytes.size())), [&](const LogEntryView& e) {
+          if (e.op == LogOp::kPutBlob) logged.emplace_back(e.key, e.blob);
+          if (e.op == LogOp::kTrunc && (!trunc || e.key < *trunc)) trunc = std::string(e.key);
+          return absl::OkStatus();
+        });
+    if (walked.ok()) {  // (a malformed differential frees nothing)
+      maybe.insert(maybe.end(), std::make_move_iterator(logged.begin()),
+                   std::make_move_iterator(logged.end()));
+      moved = std::move(trunc);
     }
     if (!maybe.empty()) {
       std::vector<std::pair<std::string, BlobRef>> live;
@@ -579,8 +605,10 @@ bool BufferPool::dirty() const {
 void BufferPool::Evict(Frame* f) {
   if (ipl()) ReleaseLogBlocks(f->id);
   // What a change logged unread needs to know (pages filled directly, such
-  // as a split's new page, were not counted by Change).
-  Remember(*f);
+  // as a split's new page, were not counted by Change), unless nothing
+  // changed since it was recorded (every change of a buffered page's
+  // PageInfo comes with a change of the page).
+  if (f->remembered != f->page.version()) Remember(*f);
   lru_.erase(f->lru);
   auto node = frames_.extract(f->id);
   if (spare_frames_.size() < kSpareFrames) spare_frames_.push_back(std::move(node.mapped()));
@@ -597,6 +625,7 @@ std::unique_ptr<Frame> BufferPool::TakeFrame() {
   f->log_epoch = 0;
   f->log_used = 0;
   f->base_blobs.clear();
+  f->remembered = ~uint64_t(0);
   return f;
 }
 

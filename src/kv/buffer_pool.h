@@ -58,6 +58,9 @@ struct Frame {
   // free the value they replace). Only kept while it has a differential.
   std::vector<std::pair<std::string, BlobRef>> base_blobs;  // key, value
   std::list<uint32_t>::iterator lru;
+  // The page's version when the buffer last recorded what it knows of it
+  // (PageInfo): unchanged since, evicting it need not record it again.
+  uint64_t remembered = ~uint64_t(0);
 };
 
 // What the buffer knows of a page without reading it (kPdl): its epoch, an
@@ -197,7 +200,7 @@ class BufferPool {
   // referenced before, if it had one.
   absl::Status ApplyDiff(uint32_t id, Page* p, std::vector<std::pair<std::string, BlobRef>>* base_blobs);
   // Records what a page in the buffer is: epoch, size, key filter.
-  void Remember(const Frame& f);
+  void Remember(Frame& f);
   // Writes page `id` whole at the next flush (kPdl merges).
   absl::Status Merge(uint32_t id);
   PageInfo& Info(uint32_t id);

@@ -490,28 +490,29 @@ void PutLogHeader(std::span<std::byte> area, uint32_t epoch, size_t used) {
 
 namespace {
 
-// One entry at the decoder's position; false at a malformed op.
-bool DecodeOneEntry(Decoder& d, LogEntry* x) {
+// One entry at the decoder's position, viewed in its bytes; false at a
+// malformed op.
+bool DecodeOneEntry(Decoder& d, LogEntryView* x) {
   x->op = LogOp(d.U8());
   switch (x->op) {
     case LogOp::kPut: {
       uint16_t kl = d.U16(), vl = d.U16();
-      x->key = d.Str(kl);
-      x->value = d.Str(vl);
+      x->key = d.View(kl);
+      x->value = d.View(vl);
       return true;
     }
     case LogOp::kPutBlob:
-      x->key = d.String();
+      x->key = d.View(d.U16());
       x->blob.lba = d.U32();
       x->blob.len = d.U32();
       x->blob.csum = d.U32();
       return true;
     case LogOp::kDel:
     case LogOp::kTrunc:
-      x->key = d.String();
+      x->key = d.View(d.U16());
       return true;
     case LogOp::kChild:
-      x->key = d.String();
+      x->key = d.View(d.U16());
       x->child = d.U32();
       return true;
     case LogOp::kMeta:
@@ -527,17 +528,34 @@ bool DecodeOneEntry(Decoder& d, LogEntry* x) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes) {
-  std::vector<LogEntry> out;
+absl::Status ForEachLogEntry(std::span<const std::byte> bytes,
+                             const std::function<absl::Status(const LogEntryView&)>& fn) {
   Decoder d(bytes);
   while (d.ok() && d.remaining() > 0) {
-    LogEntry x;
+    LogEntryView x;
     if (!DecodeOneEntry(d, &x))
       return absl::DataLossError(absl::StrFormat("log entry of unknown op %d", int(x.op)));
     if (x.op == LogOp::kEpoch) return absl::DataLossError("an epoch record inside a page's log");
-    if (d.ok()) out.push_back(std::move(x));
+    if (!d.ok()) break;
+    if (absl::Status s = fn(x); !s.ok()) return s;
   }
   if (!d.ok()) return absl::DataLossError("log entry runs past the log's end");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes) {
+  std::vector<LogEntry> out;
+  absl::Status s = ForEachLogEntry(bytes, [&](const LogEntryView& v) {
+    LogEntry& x = out.emplace_back();
+    x.op = v.op;
+    x.key = v.key;
+    x.value = v.value;
+    x.blob = v.blob;
+    x.child = v.child;
+    x.meta = v.meta;
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return out;
 }
 
@@ -596,7 +614,7 @@ absl::StatusOr<std::optional<std::vector<DiffRecord>>> DecodeDiffBlock(
     r.page = d.U32();
     r.epoch = d.U32();
     size_t at = d.pos();
-    LogEntry x;
+    LogEntryView x;
     if (!DecodeOneEntry(d, &x) || !d.ok())
       return absl::DataLossError(absl::StrFormat("differential log block %d: a malformed record", seq));
     r.op = x.op;

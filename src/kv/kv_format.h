@@ -209,6 +209,16 @@ struct LogEntry {
   Meta meta;
 };
 
+// A log entry viewed in the bytes it was decoded from (valid while they are).
+struct LogEntryView {
+  LogOp op = LogOp::kPut;
+  std::string_view key;
+  std::string_view value;
+  BlobRef blob;
+  uint32_t child = kNoPage;
+  Meta meta;
+};
+
 std::vector<std::byte> EncodeLogEntry(const LogEntry& e);
 // A PUT or DEL entry into `out` (at least 5 + key + value bytes); returns
 // its length. The same bytes as EncodeLogEntry, without building a LogEntry.
@@ -234,6 +244,10 @@ absl::StatusOr<KeyFate> FateOfKey(std::span<const std::byte> entries, std::strin
 // A run of encoded log entries (a log area's body, a page's differential).
 // DataLoss if malformed.
 absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes);
+// The same without copying: `fn` sees each entry in place, in order; the
+// first error it returns ends the walk and is returned.
+absl::Status ForEachLogEntry(std::span<const std::byte> bytes,
+                             const std::function<absl::Status(const LogEntryView&)>& fn);
 
 // The anchor block: the differential log's tail. All zeros: tail 0.
 std::vector<std::byte> EncodeAnchor(uint64_t tail);

@@ -9,7 +9,7 @@ namespace ftl::kv {
 Page::Page(PageImage img) : img_(std::move(img)) { Recount(); }
 
 void Page::Recount() {
-  heads_.valid = false;
+  ++version_;
   bytes_ = kPageHeaderBytes;
   for (const Entry& e : img_.entries) bytes_ += EntryBytes(img_.type, e);
 }
@@ -50,7 +50,8 @@ void Page::BuildHeads() const {
   heads_.prefix = p;
   heads_.of.resize(ents.size());
   for (size_t i = 0; i < ents.size(); ++i) heads_.of[i] = HeadOf(ents[i].key, p);
-  heads_.valid = true;
+  heads_.built = true;
+  heads_.version = version_;
 }
 
 uint32_t Page::ChildFor(std::string_view key, int* pos) const {
@@ -61,7 +62,7 @@ uint32_t Page::ChildFor(std::string_view key, int* pos) const {
   if (ents.size() < kMinHeads) {
     first_above = size_t(std::upper_bound(ents.begin(), ents.end(), key, above) - ents.begin());
   } else {
-    if (!heads_.valid) BuildHeads();
+    if (!heads_.built || heads_.version != version_) BuildHeads();
     const size_t p = heads_.prefix;
     int c = key.substr(0, p).compare(std::string_view(ents.front().key).substr(0, p));
     if (c < 0) {
@@ -86,10 +87,11 @@ uint32_t Page::ChildFor(std::string_view key, int* pos) const {
 
 absl::Status Page::Apply(const LogEntry& e) { return ApplyTo(e); }
 absl::Status Page::Apply(LogEntry&& e) { return ApplyTo(std::move(e)); }
+absl::Status Page::ApplyView(const LogEntryView& e) { return ApplyTo(e); }
 
 template <typename E>
 absl::Status Page::ApplyTo(E&& e) {
-  heads_.valid = false;
+  ++version_;
   auto& ents = img_.entries;
   switch (e.op) {
     case LogOp::kPut:
@@ -115,7 +117,7 @@ absl::Status Page::ApplyTo(E&& e) {
         if (e.op != LogOp::kChild) x.child = kNoPage;
       } else {
         Entry x;
-        x.key = std::forward<E>(e).key;
+        x.key = std::forward<E>(e).key;  // (a view converts)
         if (e.op == LogOp::kPut) x.value = std::forward<E>(e).value;
         if (e.op == LogOp::kPutBlob) x.blob = e.blob;
         if (e.op == LogOp::kChild) x.child = e.child;
@@ -148,7 +150,7 @@ absl::Status Page::ApplyTo(E&& e) {
 }
 
 std::vector<Entry> Page::SplitUpper() {
-  heads_.valid = false;
+  ++version_;
   auto& ents = img_.entries;
   size_t half = (bytes_ - kPageHeaderBytes) / 2, acc = 0, cut = 0;
   while (cut < ents.size() && acc < half) acc += EntryBytes(img_.type, ents[cut++]);

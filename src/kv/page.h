@@ -21,11 +21,14 @@ class Page {
   Page() = default;
   explicit Page(PageImage img);
 
-  // Writable: drops ChildFor's index (the caller may change the keys).
+  // Writable: counts as a change (the caller may change anything).
   PageImage& image() {
-    heads_.valid = false;
+    ++version_;
     return img_;
   }
+  // Changes so far (Apply, SplitUpper, Recount, writable image()): equal
+  // versions of one Page mean the same contents.
+  uint64_t version() const { return version_; }
   const PageImage& image() const { return img_; }
   bool leaf() const { return img_.type == PageType::kLeaf; }
   size_t count() const { return img_.entries.size(); }
@@ -45,6 +48,9 @@ class Page {
   absl::Status Apply(const LogEntry& e);
   // The same, taking over the entry's strings.
   absl::Status Apply(LogEntry&& e);
+  // The same from an entry viewed in its encoded bytes (copied in, reusing
+  // the memory of a value it replaces).
+  absl::Status ApplyView(const LogEntryView& e);
   // Splits off the upper half by bytes: returns the entries from the
   // split point on, leaving the lower part here (at least one each side).
   // For inner pages the first returned entry's key is the separator to
@@ -60,13 +66,15 @@ class Page {
 
   PageImage img_;
   size_t bytes_ = kPageHeaderBytes;
+  uint64_t version_ = 0;
   // ChildFor's index of an inner page's keys, built on its first search
-  // and dropped by every change (Apply, SplitUpper, Recount, writable
-  // image()): the length of the prefix all keys share and, per entry, the
-  // next 8 key bytes as a big-endian integer (zero-padded). Integers that
-  // differ order their keys; equal ones fall back to comparing the keys.
+  // at a version: the length of the prefix all keys share and, per entry,
+  // the next 8 key bytes as a big-endian integer (zero-padded). Integers
+  // that differ order their keys; equal ones fall back to comparing the
+  // keys.
   struct Heads {
-    bool valid = false;
+    bool built = false;
+    uint64_t version = 0;
     size_t prefix = 0;
     std::vector<uint64_t> of;
   };
