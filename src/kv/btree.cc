@@ -192,7 +192,7 @@ absl::Status BTree::SplitIfFull(Path* path, size_t level) {
   std::string sep = upper.front().key;
   absl::StatusOr<Frame*> n = buf_->Allocate(f->page.image().type);
   if (!n.ok()) return n.status();
-  PageImage& img = (*n)->page.image();
+  PageImage& img = (*n)->page.mutable_image();
   if (f->page.leaf()) {
     img.entries = std::move(upper);
   } else {
@@ -227,10 +227,10 @@ absl::Status BTree::SplitRoot(Frame* root) {
     return b.status();
   }
   std::string sep = upper.front().key;
-  PageImage& ai = (*a)->page.image();
+  PageImage& ai = (*a)->page.mutable_image();
   ai.first_child = root->page.image().first_child;
-  ai.entries = std::move(lower.image().entries);
-  PageImage& bi = (*b)->page.image();
+  ai.entries = std::move(lower.mutable_image().entries);
+  PageImage& bi = (*b)->page.mutable_image();
   if (type == PageType::kLeaf) {
     bi.entries = std::move(upper);
   } else {
@@ -241,7 +241,7 @@ absl::Status BTree::SplitRoot(Frame* root) {
   (*b)->page.Recount();
   // The root is written whole: it becomes an inner page over the two.
   buf_->MarkRewrite(root);
-  PageImage& ri = root->page.image();
+  PageImage& ri = root->page.mutable_image();
   ri.type = PageType::kInner;
   ri.first_child = (*a)->id;
   Entry e;

@@ -218,7 +218,7 @@ absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
         if (absl::Status s = p.Apply(std::move(e)); !s.ok()) return s;
   }
   if (absl::Status s = ApplyDiff(id, &p, nullptr); !s.ok()) return s;
-  return std::move(p.image());
+  return std::move(p.mutable_image());
 }
 
 absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
@@ -238,8 +238,8 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, read_buf_); !s.ok())
     return s;
   ++stats_.page_reads;
-  std::unique_ptr<Frame> f = TakeFrame();
-  if (absl::Status s = DecodePageInto(read_buf_, &f->page.image()); !s.ok())
+  auto f = std::make_unique<Frame>();
+  if (absl::Status s = DecodePageInto(read_buf_, &f->page.mutable_image()); !s.ok())
     return absl::DataLossError(absl::StrFormat("page %d: %s", id, s.message()));
   if (f->page.image().type == PageType::kNone)
     return absl::DataLossError(absl::StrFormat("page %d was never written", id));
@@ -329,7 +329,7 @@ void BufferPool::MarkRewrite(Frame* f) {
   if (f->id == probe_page_) probe_page_ = kNoPage;  // its media image changes
   if (f->rewrite) return;
   f->rewrite = true;
-  ++f->page.image().epoch;  // empties its log
+  ++f->page.mutable_image().epoch;  // empties its log
   f->log_used = 0;
   rewrite_ids_.insert(f->id);
   if (const DiffLog::PageDiff* d = diffs_.Find(f->id)) {
@@ -610,23 +610,8 @@ void BufferPool::Evict(Frame* f) {
   // PageInfo comes with a change of the page).
   if (f->remembered != f->page.version()) Remember(*f);
   lru_.erase(f->lru);
-  auto node = frames_.extract(f->id);
-  if (spare_frames_.size() < kSpareFrames) spare_frames_.push_back(std::move(node.mapped()));
+  frames_.erase(f->id);
   ++stats_.evictions;
-}
-
-std::unique_ptr<Frame> BufferPool::TakeFrame() {
-  if (spare_frames_.empty()) return std::make_unique<Frame>();
-  std::unique_ptr<Frame> f = std::move(spare_frames_.back());
-  spare_frames_.pop_back();
-  // Everything but the page, which the caller decodes over.
-  f->dirty_log = f->rewrite = false;
-  f->pins = f->inflight = 0;
-  f->log_epoch = 0;
-  f->log_used = 0;
-  f->base_blobs.clear();
-  f->remembered = ~uint64_t(0);
-  return f;
 }
 
 void BufferPool::Trim() { TrimTo(capacity_); }

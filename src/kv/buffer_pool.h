@@ -189,10 +189,6 @@ class BufferPool {
   void WriteArea(uint32_t id, size_t area_off, std::span<const std::byte> bytes);
   absl::Status MakeRoom();
   void Evict(Frame* f);
-  // A frame for a page being loaded: an evicted one when there is one (the
-  // page is decoded into its entries, reusing their strings' memory), else
-  // a new one.
-  std::unique_ptr<Frame> TakeFrame();
   // Reads a page's log area once, uncached.
   absl::StatusOr<LogArea> ReadLogOnce(uint32_t id);
   // Applies the page's differential to `p` if it has one of its epoch
@@ -212,10 +208,6 @@ class BufferPool {
   uint32_t capacity_;
   std::unordered_map<uint32_t, std::unique_ptr<Frame>> frames_;
   std::list<uint32_t> lru_;  // front = most recent
-  // Evicted frames kept for TakeFrame (at most kSpareFrames): loading and
-  // evicting pages would otherwise allocate and free two strings per entry.
-  static constexpr size_t kSpareFrames = 8;
-  std::vector<std::unique_ptr<Frame>> spare_frames_;
   std::vector<std::byte> read_buf_;  // the page Get is loading
   std::map<uint32_t, LogBlock> log_blocks_;
   std::set<uint32_t> dirty_log_lbas_;

@@ -42,7 +42,7 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     FlushPlan::Piece piece;
     piece.lba = l.PageLba(f->id);
     piece.bytes.resize(l.geo.page_bytes);
-    f->page.image().has_log = b.mode() == KvMode::kIpl || b.mode() == KvMode::kIplMerge;
+    f->page.mutable_image().has_log = b.mode() == KvMode::kIpl || b.mode() == KvMode::kIplMerge;
     EncodePage(f->page.image(), piece.bytes);
     p.pieces.push_back(std::move(piece));
     ++p.add.page_writes;
@@ -86,7 +86,7 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
       if (it != b.frames().end()) {
         Frame* f = it->second.get();
         if (!f->rewrite) {  // rewritten with its unit: a new epoch empties its log
-          ++f->page.image().epoch;
+          ++f->page.mutable_image().epoch;
           f->log_used = 0;
           f->rewrite = true;
         }

@@ -268,8 +268,7 @@ absl::Status DecodePageInto(std::span<const std::byte> in, PageImage* out) {
   d.U32();
   if (p.type != PageType::kLeaf && p.type != PageType::kInner)
     return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(p.type)));
-  // Assigning into the entries already there reuses their strings' memory
-  // (a recycled frame's: buffer_pool.h).
+  // Assigning into entries already there reuses their strings' memory.
   p.entries.resize(count);
   for (Entry& x : p.entries) {
     uint16_t klen = d.U16();

@@ -22,11 +22,11 @@ class Page {
   explicit Page(PageImage img);
 
   // Writable: counts as a change (the caller may change anything).
-  PageImage& image() {
+  PageImage& mutable_image() {
     ++version_;
     return img_;
   }
-  // Changes so far (Apply, SplitUpper, Recount, writable image()): equal
+  // Changes so far (Apply, SplitUpper, Recount, mutable_image()): equal
   // versions of one Page mean the same contents.
   uint64_t version() const { return version_; }
   const PageImage& image() const { return img_; }

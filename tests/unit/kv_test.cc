@@ -216,8 +216,8 @@ TEST(KvPage, ChildForMatchesAPlainSearch) {
   }
 }
 
-// A page decoded over a recycled image (a frame that held another page)
-// equals one decoded fresh.
+// A page decoded over an image that held another page equals one decoded
+// fresh.
 TEST(KvFormat, DecodeIntoAUsedImageEqualsAFreshDecode) {
   auto encode = [](kv::PageType type, int n, size_t vlen) {
     kv::PageImage img;
