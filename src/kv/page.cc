@@ -9,21 +9,8 @@ namespace ftl::kv {
 Page::Page(PageImage img) : img_(std::move(img)) { Recount(); }
 
 void Page::Recount() {
-  ++version_;
   bytes_ = kPageHeaderBytes;
   for (const Entry& e : img_.entries) bytes_ += EntryBytes(img_.type, e);
-}
-
-size_t Page::LowerBound(std::string_view key) const {
-  auto it = std::lower_bound(img_.entries.begin(), img_.entries.end(), key,
-                             [](const Entry& e, std::string_view k) { return e.key < k; });
-  return size_t(it - img_.entries.begin());
-}
-
-const Entry* Page::Find(std::string_view key) const {
-  size_t i = LowerBound(key);
-  if (i < img_.entries.size() && img_.entries[i].key == key) return &img_.entries[i];
-  return nullptr;
 }
 
 namespace {
@@ -38,7 +25,14 @@ uint64_t HeadOf(std::string_view key, size_t at) {
 // Below this many entries a plain binary search over the keys is as fast.
 constexpr size_t kMinHeads = 8;
 
+// Whether `key` starts with the first `p` bytes of `with`.
+bool SharesPrefix(std::string_view key, std::string_view with, size_t p) {
+  return key.size() >= p && with.size() >= p && key.substr(0, p) == with.substr(0, p);
+}
+
 }  // namespace
+
+bool Page::HeadsCurrent() const { return heads_.built && heads_.version == version_; }
 
 void Page::BuildHeads() const {
   const auto& ents = img_.entries;
@@ -54,35 +48,41 @@ void Page::BuildHeads() const {
   heads_.version = version_;
 }
 
+size_t Page::Bound(std::string_view key, bool upper) const {
+  const auto& ents = img_.entries;
+  auto below = [](const Entry& e, std::string_view k) { return e.key < k; };
+  auto above = [](std::string_view k, const Entry& e) { return k < e.key; };
+  auto search = [&](auto b, auto e) {
+    return size_t((upper ? std::upper_bound(b, e, key, above) : std::lower_bound(b, e, key, below)) -
+                  ents.begin());
+  };
+  if (ents.size() < kMinHeads) return search(ents.begin(), ents.end());
+  if (!HeadsCurrent()) BuildHeads();
+  const size_t p = heads_.prefix;
+  int c = key.substr(0, p).compare(std::string_view(ents.front().key).substr(0, p));
+  if (c < 0) return 0;             // below the shared prefix: below every key
+  if (c > 0) return ents.size();   // above it: above every key
+  // Same prefix: heads below `key`'s are below it, heads above above it;
+  // keys with the same head are compared whole.
+  uint64_t h = HeadOf(key, p);
+  auto lo = std::lower_bound(heads_.of.begin(), heads_.of.end(), h);
+  auto hi = std::upper_bound(lo, heads_.of.end(), h);
+  return search(ents.begin() + (lo - heads_.of.begin()), ents.begin() + (hi - heads_.of.begin()));
+}
+
+size_t Page::LowerBound(std::string_view key) const { return Bound(key, false); }
+
+const Entry* Page::Find(std::string_view key) const {
+  size_t i = LowerBound(key);
+  if (i < img_.entries.size() && img_.entries[i].key == key) return &img_.entries[i];
+  return nullptr;
+}
+
 uint32_t Page::ChildFor(std::string_view key, int* pos) const {
   // The last entry with key <= `key`: one before the first entry above it.
-  const auto& ents = img_.entries;
-  auto above = [](std::string_view k, const Entry& e) { return k < e.key; };
-  size_t first_above;
-  if (ents.size() < kMinHeads) {
-    first_above = size_t(std::upper_bound(ents.begin(), ents.end(), key, above) - ents.begin());
-  } else {
-    if (!heads_.built || heads_.version != version_) BuildHeads();
-    const size_t p = heads_.prefix;
-    int c = key.substr(0, p).compare(std::string_view(ents.front().key).substr(0, p));
-    if (c < 0) {
-      first_above = 0;  // below the shared prefix: below every key
-    } else if (c > 0) {
-      first_above = ents.size();
-    } else {
-      // Same prefix: heads below `key`'s are below it, heads above above
-      // it; keys with the same head are compared whole.
-      uint64_t h = HeadOf(key, p);
-      auto lo = std::lower_bound(heads_.of.begin(), heads_.of.end(), h);
-      auto hi = std::upper_bound(lo, heads_.of.end(), h);
-      auto b = ents.begin() + (lo - heads_.of.begin());
-      auto e = ents.begin() + (hi - heads_.of.begin());
-      first_above = size_t(std::upper_bound(b, e, key, above) - ents.begin());
-    }
-  }
-  int i = int(first_above) - 1;
+  int i = int(Bound(key, true)) - 1;
   if (pos) *pos = i;
-  return i < 0 ? img_.first_child : ents[size_t(i)].child;
+  return i < 0 ? img_.first_child : img_.entries[size_t(i)].child;
 }
 
 absl::Status Page::Apply(const LogEntry& e) { return ApplyTo(e); }
@@ -91,7 +91,10 @@ absl::Status Page::ApplyView(const LogEntryView& e) { return ApplyTo(e); }
 
 template <typename E>
 absl::Status Page::ApplyTo(E&& e) {
+  // The search index follows the change (below) when it was current.
+  const bool heads = HeadsCurrent();
   ++version_;
+  if (heads) heads_.version = version_;
   auto& ents = img_.entries;
   switch (e.op) {
     case LogOp::kPut:
@@ -116,6 +119,14 @@ absl::Status Page::ApplyTo(E&& e) {
         }
         if (e.op != LogOp::kChild) x.child = kNoPage;
       } else {
+        if (heads_.version == version_) {
+          // A key with the shared prefix gets its head; one without it
+          // changes the prefix: the index is rebuilt at the next search.
+          if (!ents.empty() && SharesPrefix(e.key, ents.front().key, heads_.prefix))
+            heads_.of.insert(heads_.of.begin() + long(i), HeadOf(e.key, heads_.prefix));
+          else
+            heads_.built = false;
+        }
         Entry x;
         x.key = std::forward<E>(e).key;  // (a view converts)
         if (e.op == LogOp::kPut) x.value = std::forward<E>(e).value;
@@ -131,12 +142,15 @@ absl::Status Page::ApplyTo(E&& e) {
       if (i < ents.size() && ents[i].key == e.key) {
         bytes_ -= EntryBytes(img_.type, ents[i]);
         ents.erase(ents.begin() + long(i));
+        // (The keys left still share the prefix.)
+        if (heads_.version == version_) heads_.of.erase(heads_.of.begin() + long(i));
       }
       return absl::OkStatus();
     }
     case LogOp::kTrunc: {
       size_t i = LowerBound(e.key);
       ents.erase(ents.begin() + long(i), ents.end());
+      if (heads_.version == version_) heads_.of.resize(i);
       Recount();
       return absl::OkStatus();
     }

@@ -26,7 +26,7 @@ class Page {
     ++version_;
     return img_;
   }
-  // Changes so far (Apply, SplitUpper, Recount, mutable_image()): equal
+  // Changes so far (Apply, SplitUpper, mutable_image()): equal
   // versions of one Page mean the same contents.
   uint64_t version() const { return version_; }
   const PageImage& image() const { return img_; }
@@ -61,17 +61,23 @@ class Page {
  private:
   template <typename E>
   absl::Status ApplyTo(E&& e);
-  // Builds heads_ for the entries as they are.
+  // Whether heads_ indexes the entries as they are; builds it so.
+  bool HeadsCurrent() const;
   void BuildHeads() const;
+  // Index of the first entry with key > `key` (upper) or >= `key`.
+  size_t Bound(std::string_view key, bool upper) const;
 
   PageImage img_;
   size_t bytes_ = kPageHeaderBytes;
   uint64_t version_ = 0;
-  // ChildFor's index of an inner page's keys, built on its first search
-  // at a version: the length of the prefix all keys share and, per entry,
-  // the next 8 key bytes as a big-endian integer (zero-padded). Integers
-  // that differ order their keys; equal ones fall back to comparing the
-  // keys.
+  // The search index of the page's keys (LowerBound, Find, ChildFor),
+  // built on a search when it is not current and kept current by Apply:
+  // the length of the prefix all keys share and, per entry, the next 8 key
+  // bytes as a big-endian integer (zero-padded). Integers that differ
+  // order their keys; equal ones fall back to comparing the keys. It is
+  // current while `version` is the page's: any other change (SplitUpper,
+  // mutable_image()) leaves it behind, and Apply drops it (`built` false)
+  // when a new key does not share the prefix.
   struct Heads {
     bool built = false;
     uint64_t version = 0;

@@ -216,6 +216,60 @@ TEST(KvPage, ChildForMatchesAPlainSearch) {
   }
 }
 
+// The same index on a leaf, kept current by each change (puts with and
+// without the shared prefix, deletes, truncations) and rebuilt after a
+// split: LowerBound and Find always answer as the model does.
+TEST(KvPage, LowerBoundFollowsChangesAsAPlainSearch) {
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 50; ++round) {
+    kv::PageImage img;
+    img.type = kv::PageType::kLeaf;
+    kv::Page p(img);
+    std::map<std::string, std::string> model;
+    const std::string prefix(size_t(rng() % 12), 'k');
+    auto key = [&] {
+      std::string k = prefix;
+      if (rng() % 40 == 0) k = std::string(1, char('a' + rng() % 26));  // outside the prefix
+      size_t n = 1 + rng() % 10;
+      for (size_t i = 0; i < n; ++i) k += char(rng() % 3 ? '0' + rng() % 10 : rng() % 256);
+      return k;
+    };
+    for (int step = 0; step < 400; ++step) {
+      int op = int(rng() % 20);
+      if (op < 12) {
+        std::string k = key();
+        model[k] = "v";
+        ASSERT_OK(p.Apply({kv::LogOp::kPut, k, "v", {}, kv::kNoPage, {}}));
+      } else if (op < 17 && !model.empty()) {
+        auto it = model.begin();
+        std::advance(it, long(rng() % model.size()));
+        std::string k = it->first;
+        model.erase(it);
+        ASSERT_OK(p.Apply({kv::LogOp::kDel, k, "", {}, kv::kNoPage, {}}));
+      } else if (op == 17 && model.size() > 40) {
+        std::string k = key();
+        model.erase(model.lower_bound(k), model.end());
+        ASSERT_OK(p.Apply({kv::LogOp::kTrunc, k, "", {}, kv::kNoPage, {}}));
+      } else if (op == 18 && model.size() > 20) {
+        std::vector<kv::Entry> upper = p.SplitUpper();
+        for (const kv::Entry& e : upper) model.erase(e.key);
+      }
+      ASSERT_EQ(p.count(), model.size());
+      for (int probe = 0; probe < 4; ++probe) {
+        std::string k = key();
+        if (probe == 0 && !model.empty()) {
+          auto it = model.begin();
+          std::advance(it, long(rng() % model.size()));
+          k = it->first;
+        }
+        size_t want = size_t(std::distance(model.begin(), model.lower_bound(k)));
+        ASSERT_EQ(p.LowerBound(k), want) << "round " << round << " step " << step;
+        ASSERT_EQ(p.Find(k) != nullptr, model.count(k) == 1);
+      }
+    }
+  }
+}
+
 // A page decoded over an image that held another page equals one decoded
 // fresh.
 TEST(KvFormat, DecodeIntoAUsedImageEqualsAFreshDecode) {
