@@ -83,7 +83,9 @@ enum Flags : uint32_t {
   kNoDb = 4,        // needs no database
   kNoMulti = 8,     // refused inside MULTI
   kTxnControl = 16,  // MULTI, EXEC, DISCARD, WATCH, UNWATCH: run, never queued
-  kQuick = 32        // may run on the connection's strand (IsQuick)
+  kQuick = 32        // may run on the connection's strand (IsQuick): reads of
+                    // a few keys, and writes of a few keys, which apply
+                    // unsynced and wait for durability asynchronously
 };
 
 struct Call {
@@ -659,38 +661,38 @@ void FlushDb(Call& c) {
 
 const Spec kSpecs[] = {
     // name, arity, flags, first key, last key, step
-    {"append", 3, kWrite, 1, 1, 1, Append},
+    {"append", 3, kWrite | kQuick, 1, 1, 1, Append},
     {"auth", -2, kNoDb, 0, 0, 0, Auth},
     {"client", -2, kNoDb, 0, 0, 0, Client},
     {"command", -1, kNoDb, 0, 0, 0, CommandCmd},
     {"config", -2, kNoDb, 0, 0, 0, Config},
     {"dbsize", 1, kRead | kNoMulti, 0, 0, 0, DbSize},
-    {"decr", 2, kWrite, 1, 1, 1, Decr},
-    {"decrby", 3, kWrite, 1, 1, 1, DecrByCmd},
-    {"del", -2, kWrite, 1, -1, 1, Del},
+    {"decr", 2, kWrite | kQuick, 1, 1, 1, Decr},
+    {"decrby", 3, kWrite | kQuick, 1, 1, 1, DecrByCmd},
+    {"del", -2, kWrite | kQuick, 1, -1, 1, Del},
     {"discard", 1, kNoDb | kTxnControl, 0, 0, 0, Discard},
     {"echo", 2, kNoDb | kQuick, 0, 0, 0, Echo},
     {"exec", 1, kNoDb | kTxnControl, 0, 0, 0, Exec},
     {"exists", -2, kRead | kQuick, 1, -1, 1, Exists},
     {"flushdb", -1, kWrite | kNoMulti, 0, 0, 0, FlushDb},
     {"get", 2, kRead | kQuick, 1, 1, 1, Get},
-    {"getdel", 2, kWrite, 1, 1, 1, GetDel},
+    {"getdel", 2, kWrite | kQuick, 1, 1, 1, GetDel},
     {"hello", -1, kNoDb | kNoMulti, 0, 0, 0, Hello},
-    {"incr", 2, kWrite, 1, 1, 1, Incr},
-    {"incrby", 3, kWrite, 1, 1, 1, IncrByCmd},
+    {"incr", 2, kWrite | kQuick, 1, 1, 1, Incr},
+    {"incrby", 3, kWrite | kQuick, 1, 1, 1, IncrByCmd},
     {"info", -1, kNoDb | kNoMulti, 0, 0, 0, Info},
     {"keys", 2, kRead | kNoMulti, 0, 0, 0, Keys},
     {"mget", -2, kRead | kQuick, 1, -1, 1, MGet},
-    {"mset", -3, kWrite, 1, -1, 2, MSet},
-    {"msetnx", -3, kWrite, 1, -1, 2, MSetNx},
+    {"mset", -3, kWrite | kQuick, 1, -1, 2, MSet},
+    {"msetnx", -3, kWrite | kQuick, 1, -1, 2, MSetNx},
     {"multi", 1, kNoDb | kTxnControl, 0, 0, 0, Multi},
     {"ping", -1, kNoDb | kQuick, 0, 0, 0, Ping},
     {"pttl", 2, kRead | kQuick, 1, 1, 1, Ttl},
     {"quit", -1, kNoDb, 0, 0, 0, Quit},
     {"scan", -2, kRead | kNoMulti, 0, 0, 0, Scan},
     {"select", 2, kNoDb | kNoMulti, 0, 0, 0, Select},
-    {"set", -3, kWrite, 1, 1, 1, Set},
-    {"setnx", 3, kWrite, 1, 1, 1, SetNx},
+    {"set", -3, kWrite | kQuick, 1, 1, 1, Set},
+    {"setnx", 3, kWrite | kQuick, 1, 1, 1, SetNx},
     {"strlen", 2, kRead | kQuick, 1, 1, 1, StrLen},
     {"ttl", 2, kRead | kQuick, 1, 1, 1, Ttl},
     {"type", 2, kRead | kQuick, 1, 1, 1, Type},
