@@ -26,7 +26,7 @@ absl::StatusOr<std::optional<uint32_t>> BTree::DescendToRead(std::string_view ke
   // decoded) unless the buffer has room for it: then it is loaded, so the
   // next read of it costs no I/O (docs/kv.md, "Reads").
   return DescendUntil(key, path,
-                      [&](uint32_t id) { return !buf_->Buffered(id) && !buf_->has_room(); });
+                      [&](uint32_t id) { return !buf_->has_room() && !buf_->Buffered(id); });
 }
 
 absl::StatusOr<std::optional<uint32_t>> BTree::DescendUntil(std::string_view key, Path* path,

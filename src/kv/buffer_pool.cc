@@ -226,7 +226,7 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   if (it != frames_.end()) {
     ++stats_.buffer_hits;
     Frame* f = it->second.get();
-    lru_.splice(lru_.begin(), lru_, f->lru);
+    f->referenced = true;  // (the clock moves it when it passes, if ever)
     ++f->pins;
     return f;
   }
@@ -624,7 +624,12 @@ void BufferPool::TrimTo(size_t target) {
     if (f->id == 0 || f->pins || f->inflight || f->dirty_log || f->rewrite) continue;
     auto next = it;
     ++next;
-    Evict(f);
+    if (f->referenced) {  // a second chance: to the front, unmarked
+      f->referenced = false;
+      lru_.splice(lru_.begin(), lru_, it);
+    } else {
+      Evict(f);
+    }
     it = next;
   }
 }

@@ -2,8 +2,10 @@
 // BufferPool: the pages of one store in memory (the thesis's buffer
 // manager) and the in-page logs (docs/kv.md, "In-page logging"). It owns
 // - frames: decoded pages, at most `capacity` of them (more only while
-//   every frame is pinned, dirty or in flight), evicted least recently
-//   used first; only clean frames are evicted, so the buffer runs over
+//   every frame is pinned, dirty or in flight), evicted by the clock
+//   (second-chance) approximation of least recently used: a hit only marks
+//   the frame, and eviction walks from the oldest, moving marked frames to
+//   the front unmarked; only clean frames are evicted, so the buffer runs over
 //   its capacity while dirty frames fill it, until the store flushes at
 //   the end of the operation (over_capacity());
 // - log blocks: the 4 KiB blocks of log areas of the pages in the buffer
@@ -58,6 +60,7 @@ struct Frame {
   // free the value they replace). Only kept while it has a differential.
   std::vector<std::pair<std::string, BlobRef>> base_blobs;  // key, value
   std::list<uint32_t>::iterator lru;
+  bool referenced = false;  // used since it last passed the eviction hand
   // The page's version when the buffer last recorded what it knows of it
   // (PageInfo): unchanged since, evicting it need not record it again.
   uint64_t remembered = ~uint64_t(0);
@@ -207,7 +210,7 @@ class BufferPool {
   KvMode mode_;
   uint32_t capacity_;
   std::unordered_map<uint32_t, std::unique_ptr<Frame>> frames_;
-  std::list<uint32_t> lru_;  // front = most recent
+  std::list<uint32_t> lru_;  // front = most recently loaded or spared
   std::vector<std::byte> read_buf_;  // the page Get is loading
   std::map<uint32_t, LogBlock> log_blocks_;
   std::set<uint32_t> dirty_log_lbas_;

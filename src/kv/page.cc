@@ -42,6 +42,7 @@ void Page::BuildHeads() const {
   size_t p = 0, n = std::min(a.size(), b.size());
   while (p < n && a[p] == b[p]) ++p;
   heads_.prefix = p;
+  heads_.shared.assign(a, 0, p);
   heads_.of.resize(ents.size());
   for (size_t i = 0; i < ents.size(); ++i) heads_.of[i] = HeadOf(ents[i].key, p);
   heads_.built = true;
@@ -59,7 +60,7 @@ size_t Page::Bound(std::string_view key, bool upper) const {
   if (ents.size() < kMinHeads) return search(ents.begin(), ents.end());
   if (!HeadsCurrent()) BuildHeads();
   const size_t p = heads_.prefix;
-  int c = key.substr(0, p).compare(std::string_view(ents.front().key).substr(0, p));
+  int c = key.substr(0, p).compare(heads_.shared);
   if (c < 0) return 0;             // below the shared prefix: below every key
   if (c > 0) return ents.size();   // above it: above every key
   // Same prefix: heads below `key`'s are below it, heads above above it;
@@ -122,7 +123,7 @@ absl::Status Page::ApplyTo(E&& e) {
         if (heads_.version == version_) {
           // A key with the shared prefix gets its head; one without it
           // changes the prefix: the index is rebuilt at the next search.
-          if (!ents.empty() && SharesPrefix(e.key, ents.front().key, heads_.prefix))
+          if (!ents.empty() && SharesPrefix(e.key, heads_.shared, heads_.prefix))
             heads_.of.insert(heads_.of.begin() + long(i), HeadOf(e.key, heads_.prefix));
           else
             heads_.built = false;

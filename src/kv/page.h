@@ -9,6 +9,7 @@
 // const ChildFor builds its index on first use.
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -82,6 +83,7 @@ class Page {
     bool built = false;
     uint64_t version = 0;
     size_t prefix = 0;
+    std::string shared;  // those bytes (searches need not read a key for them)
     std::vector<uint64_t> of;
   };
   mutable Heads heads_;
