@@ -222,10 +222,8 @@ absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
 }
 
 absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
-  auto it = frames_.find(id);
-  if (it != frames_.end()) {
+  if (Frame* f = Lookup(id)) {
     ++stats_.buffer_hits;
-    Frame* f = it->second.get();
     f->referenced = true;  // (the clock moves it when it passes, if ever)
     ++f->pins;
     return f;
@@ -286,6 +284,7 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   lru_.push_front(id);
   f->lru = lru_.begin();
   Frame* raw = f.get();
+  Index(f.get());
   frames_.emplace(id, std::move(f));
   return raw;
 }
@@ -321,6 +320,7 @@ absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
   lru_.push_front(id);
   f->lru = lru_.begin();
   Frame* raw = f.get();
+  Index(f.get());
   frames_.emplace(id, std::move(f));
   return raw;
 }
@@ -409,7 +409,7 @@ absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
 }
 
 bool BufferPool::CanChangeBlind(uint32_t id, size_t bytes) const {
-  if (mode_ != KvMode::kPdl || frames_.count(id) || id >= info_.size()) return false;
+  if (mode_ != KvMode::kPdl || Lookup(id) || id >= info_.size()) return false;
   const PageInfo& i = info_[id];
   return i.known && i.bytes + bytes <= layout_.geo.page_bytes;
 }
@@ -610,8 +610,14 @@ void BufferPool::Evict(Frame* f) {
   // PageInfo comes with a change of the page).
   if (f->remembered != f->page.version()) Remember(*f);
   lru_.erase(f->lru);
+  by_id_[f->id] = nullptr;
   frames_.erase(f->id);
   ++stats_.evictions;
+}
+
+void BufferPool::Index(Frame* f) {
+  if (f->id >= by_id_.size()) by_id_.resize(std::max<size_t>(f->id + 1, by_id_.size() * 2), nullptr);
+  by_id_[f->id] = f;
 }
 
 void BufferPool::Trim() { TrimTo(capacity_); }
@@ -620,7 +626,7 @@ void BufferPool::TrimTo(size_t target) {
   auto it = lru_.end();
   while (frames_.size() > target && it != lru_.begin()) {
     --it;
-    Frame* f = frames_.at(*it).get();
+    Frame* f = by_id_[*it];
     if (f->id == 0 || f->pins || f->inflight || f->dirty_log || f->rewrite) continue;
     auto next = it;
     ++next;

@@ -114,7 +114,7 @@ class BufferPool {
   // Logs a leaf's PUT (`value`) or DEL (nullopt) of `key` as a change of
   // page `id` unread. REQUIRES: CanChangeBlind.
   void BlindChange(uint32_t id, std::string_view key, std::optional<std::string_view> value);
-  bool Buffered(uint32_t id) const { return frames_.count(id) != 0; }
+  bool Buffered(uint32_t id) const { return Lookup(id) != nullptr; }
   // kPdl reads: `key` in leaf `id` (not in the buffer) without loading the
   // page into the buffer: from its differential when that decides, else
   // from the page read and searched as it is on the media. `entry` nullopt:
@@ -210,6 +210,11 @@ class BufferPool {
   KvMode mode_;
   uint32_t capacity_;
   std::unordered_map<uint32_t, std::unique_ptr<Frame>> frames_;
+  // The same frames indexed by page id (page ids are dense), for the hot
+  // lookups: one load instead of a hash-table probe per tree level.
+  std::vector<Frame*> by_id_;
+  Frame* Lookup(uint32_t id) const { return id < by_id_.size() ? by_id_[id] : nullptr; }
+  void Index(Frame* f);
   std::list<uint32_t> lru_;  // front = most recently loaded or spared
   std::vector<std::byte> read_buf_;  // the page Get is loading
   std::map<uint32_t, LogBlock> log_blocks_;
