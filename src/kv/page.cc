@@ -49,14 +49,17 @@ void Page::BuildHeads() const {
   heads_.version = version_;
 }
 
-size_t Page::Bound(std::string_view key, bool upper) const {
+size_t Page::Bound(std::string_view key, bool upper, bool* equal) const {
   const auto& ents = img_.entries;
   auto below = [](const Entry& e, std::string_view k) { return e.key < k; };
   auto above = [](std::string_view k, const Entry& e) { return k < e.key; };
   auto search = [&](auto b, auto e) {
-    return size_t((upper ? std::upper_bound(b, e, key, above) : std::lower_bound(b, e, key, below)) -
-                  ents.begin());
+    size_t i = size_t((upper ? std::upper_bound(b, e, key, above) : std::lower_bound(b, e, key, below)) -
+                      ents.begin());
+    if (equal) *equal = !upper && i < ents.size() && ents[i].key == key;
+    return i;
   };
+  if (equal) *equal = false;
   if (ents.size() < kMinHeads) return search(ents.begin(), ents.end());
   if (!HeadsCurrent()) BuildHeads();
   const size_t p = heads_.prefix;
@@ -68,15 +71,28 @@ size_t Page::Bound(std::string_view key, bool upper) const {
   uint64_t h = HeadOf(key, p);
   auto lo = std::lower_bound(heads_.of.begin(), heads_.of.end(), h);
   auto hi = std::upper_bound(lo, heads_.of.end(), h);
-  return search(ents.begin() + (lo - heads_.of.begin()), ents.begin() + (hi - heads_.of.begin()));
+  auto b = ents.begin() + (lo - heads_.of.begin());
+  auto e = ents.begin() + (hi - heads_.of.begin());
+  if (key.size() > p + 8) return search(b, e);
+  // `key` ends within its head, so among keys with the same prefix and
+  // head the shorter ones are below it (the rest of its head is zeros), one
+  // of its length is it, and longer ones are above it: lengths decide, and
+  // no key's bytes are read.
+  auto by_length = upper ? std::upper_bound(b, e, key.size(),
+                                            [](size_t n, const Entry& x) { return n < x.key.size(); })
+                         : std::lower_bound(b, e, key.size(),
+                                            [](const Entry& x, size_t n) { return x.key.size() < n; });
+  size_t i = size_t(by_length - ents.begin());
+  if (equal) *equal = !upper && by_length != e && by_length->key.size() == key.size();
+  return i;
 }
 
 size_t Page::LowerBound(std::string_view key) const { return Bound(key, false); }
 
 const Entry* Page::Find(std::string_view key) const {
-  size_t i = LowerBound(key);
-  if (i < img_.entries.size() && img_.entries[i].key == key) return &img_.entries[i];
-  return nullptr;
+  bool equal;
+  size_t i = Bound(key, false, &equal);
+  return equal ? &img_.entries[i] : nullptr;
 }
 
 uint32_t Page::ChildFor(std::string_view key, int* pos) const {

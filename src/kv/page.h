@@ -65,8 +65,9 @@ class Page {
   // Whether heads_ indexes the entries as they are; builds it so.
   bool HeadsCurrent() const;
   void BuildHeads() const;
-  // Index of the first entry with key > `key` (upper) or >= `key`.
-  size_t Bound(std::string_view key, bool upper) const;
+  // Index of the first entry with key > `key` (upper) or >= `key`; with
+  // `equal`, whether that entry is `key` (lower only).
+  size_t Bound(std::string_view key, bool upper, bool* equal = nullptr) const;
 
   PageImage img_;
   size_t bytes_ = kPageHeaderBytes;
