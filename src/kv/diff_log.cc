@@ -169,8 +169,12 @@ std::vector<uint32_t> DiffLog::PagesWithDiffs() const {
 
 uint64_t DiffLog::pending_blocks() const {
   uint64_t n = head_dirty_ && head_used_ > 0 ? 1 : 0;
-  for (auto it = full_.lower_bound(unplanned_); it != full_.end(); ++it) ++n;
-  return n;
+  // full_ holds consecutive seqs (blocks enter at the head's seq, one
+  // after another, and leave from the front only): count, do not walk (this
+  // runs on every write).
+  if (full_.empty()) return n;
+  const uint64_t first = std::max(unplanned_, full_.begin()->first), last = full_.rbegin()->first;
+  return n + (last >= first ? last - first + 1 : 0);
 }
 
 void DiffLog::PlanFlush(FlushPart* p) {
