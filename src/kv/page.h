@@ -6,7 +6,8 @@
 // the media can never disagree on what an entry means.
 //
 // Thread safety: none (the store's lock guards every page); even the
-// const ChildFor builds its index on first use.
+// const searches (LowerBound, Find, ChildFor) may build the page's search
+// index.
 
 #include <cstddef>
 #include <string>
@@ -62,8 +63,9 @@ class Page {
  private:
   template <typename E>
   absl::Status ApplyTo(E&& e);
-  // Whether heads_ indexes the entries as they are; builds it so.
+  // Whether heads_ indexes the entries as they are.
   bool HeadsCurrent() const;
+  // Builds heads_ for the entries as they are.
   void BuildHeads() const;
   // Index of the first entry with key > `key` (upper) or >= `key`; with
   // `equal`, whether that entry is `key` (lower only).
@@ -76,7 +78,8 @@ class Page {
   // built on a search when it is not current and kept current by Apply:
   // the length of the prefix all keys share and, per entry, the next 8 key
   // bytes as a big-endian integer (zero-padded). Integers that differ
-  // order their keys; equal ones fall back to comparing the keys. It is
+  // order their keys; among equal ones, keys that end within their 8
+  // bytes are ordered by length, others compared whole. It is
   // current while `version` is the page's: any other change (SplitUpper,
   // mutable_image()) leaves it behind, and Apply drops it (`built` false)
   // when a new key does not share the prefix.
