@@ -187,8 +187,9 @@ absl::Status BTree::SplitIfFull(Path* path, size_t level) {
   if (f->page.count() < 3 && !f->page.leaf())
     return absl::InternalError("an inner page overflows with fewer than 3 entries");
   if (level == 0) return SplitRoot(f);
-  Page lower = f->page;
-  std::vector<Entry> upper = lower.SplitUpper();
+  // The upper half is copied into the new page; the old page loses it by
+  // the TRUNC logged below (its change, applied as any change is).
+  std::vector<Entry> upper = f->page.UpperHalf();
   std::string sep = upper.front().key;
   absl::StatusOr<Frame*> n = buf_->Allocate(f->page.image().type);
   if (!n.ok()) return n.status();

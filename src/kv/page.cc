@@ -180,12 +180,21 @@ absl::Status Page::ApplyTo(E&& e) {
   return absl::DataLossError("unknown log entry");
 }
 
-std::vector<Entry> Page::SplitUpper() {
-  ++version_;
-  auto& ents = img_.entries;
+size_t Page::SplitPoint() const {
+  const auto& ents = img_.entries;
   size_t half = (bytes_ - kPageHeaderBytes) / 2, acc = 0, cut = 0;
   while (cut < ents.size() && acc < half) acc += EntryBytes(img_.type, ents[cut++]);
-  cut = std::clamp<size_t>(cut, 1, ents.size() - 1);
+  return std::clamp<size_t>(cut, 1, ents.size() - 1);
+}
+
+std::vector<Entry> Page::UpperHalf() const {
+  return std::vector<Entry>(img_.entries.begin() + long(SplitPoint()), img_.entries.end());
+}
+
+std::vector<Entry> Page::SplitUpper() {
+  const size_t cut = SplitPoint();
+  ++version_;
+  auto& ents = img_.entries;
   std::vector<Entry> upper(std::make_move_iterator(ents.begin() + long(cut)),
                            std::make_move_iterator(ents.end()));
   ents.resize(cut);

@@ -58,11 +58,16 @@ class Page {
   // For inner pages the first returned entry's key is the separator to
   // push up and its child becomes the new page's first_child.
   std::vector<Entry> SplitUpper();
+  // Copies of the entries SplitUpper would return; the page is unchanged.
+  std::vector<Entry> UpperHalf() const;
   void Recount();
 
  private:
   template <typename E>
   absl::Status ApplyTo(E&& e);
+  // Where SplitUpper cuts: the first entry past half the entries' bytes (at
+  // least one entry on each side).
+  size_t SplitPoint() const;
   // Whether heads_ indexes the entries as they are.
   bool HeadsCurrent() const;
   // Builds heads_ for the entries as they are.
