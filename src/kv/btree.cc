@@ -128,18 +128,18 @@ absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind
   } else if (absl::Status s = Descend(key, &path); !s.ok()) {
     return s;
   }
-  LogEntry e;
-  e.key = std::string(key);
   Frame* leaf = path.frames.back();
   if (inline_value) {
-    e.op = LogOp::kPut;
-    e.value = std::string(value);
-  } else {
-    absl::StatusOr<BlobRef> r = buf_->PutBlob(value);
-    if (!r.ok()) return r.status();
-    e.op = LogOp::kPutBlob;
-    e.blob = *r;
+    if (const Entry* old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
+    if (absl::Status s = buf_->ChangePut(leaf, key, value); !s.ok()) return s;
+    return SplitIfFull(&path, path.frames.size() - 1);
   }
+  LogEntry e;
+  e.key = std::string(key);
+  absl::StatusOr<BlobRef> r = buf_->PutBlob(value);
+  if (!r.ok()) return r.status();
+  e.op = LogOp::kPutBlob;
+  e.blob = *r;
   if (const Entry* old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
   if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
   return SplitIfFull(&path, path.frames.size() - 1);

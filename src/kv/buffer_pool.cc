@@ -373,10 +373,30 @@ void BufferPool::MarkRewrite(Frame* f) {
 
 absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
   if (absl::Status s = f->page.Apply(e); !s.ok()) return s;
+  return Record(f, EncodeLogEntry(e));
+}
+
+absl::Status BufferPool::ChangePut(Frame* f, std::string_view key, std::string_view value) {
+  LogEntryView v;
+  v.op = LogOp::kPut;
+  v.key = key;
+  v.value = value;
+  if (absl::Status s = f->page.ApplyView(v); !s.ok()) return s;
+  const size_t need = 5 + key.size() + value.size();
+  std::byte small[8 + kMaxKeyBytes + 2048];  // an inline value (BTree::FitsInline)
+  std::vector<std::byte> large;
+  std::span<std::byte> buf(small, sizeof small);
+  if (need > sizeof small) {
+    large.resize(need);
+    buf = large;
+  }
+  return Record(f, buf.first(EncodePutEntry(key, value, buf)));
+}
+
+absl::Status BufferPool::Record(Frame* f, std::span<const std::byte> entry) {
   Info(f->id).bytes = uint32_t(f->page.bytes());
   if (f->rewrite) return absl::OkStatus();
   if (mode_ == KvMode::kPdl) {
-    std::vector<std::byte> entry = EncodeLogEntry(e);
     diffs_.Append(f->id, f->page.image().epoch, entry);
     ++stats_.diff_records;
     return absl::OkStatus();
@@ -388,7 +408,6 @@ absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
     MarkRewrite(f);
     return absl::OkStatus();
   }
-  std::vector<std::byte> entry = EncodeLogEntry(e);
   size_t room = layout_.log_area_bytes() - kLogHeaderBytes;
   uint32_t epoch = f->page.image().epoch;
   if (f->log_epoch != epoch) f->log_used = 0;

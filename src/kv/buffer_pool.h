@@ -107,6 +107,8 @@ class BufferPool {
   absl::StatusOr<Frame*> Allocate(PageType type);
   // Applies `e` to the page and logs it (see above).
   absl::Status Change(Frame* f, const LogEntry& e);
+  // The same for a PUT of an inline value, without building a LogEntry.
+  absl::Status ChangePut(Frame* f, std::string_view key, std::string_view value);
   // kPdl: whether a change of `bytes` (encoded page entry, 0 for a delete)
   // to page `id` can be logged without reading it: it is not in the
   // buffer, its epoch is known and it stays within a page.
@@ -192,6 +194,9 @@ class BufferPool {
   void WriteArea(uint32_t id, size_t area_off, std::span<const std::byte> bytes);
   absl::Status MakeRoom();
   void Evict(Frame* f);
+  // What Change does after applying: the page's size bound, and the
+  // encoded `entry` logged as its mode logs it.
+  absl::Status Record(Frame* f, std::span<const std::byte> entry);
   // Reads a page's log area once, uncached.
   absl::StatusOr<LogArea> ReadLogOnce(uint32_t id);
   // Applies the page's differential to `p` if it has one of its epoch
