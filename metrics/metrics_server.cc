@@ -34,6 +34,40 @@ std::string ErrorBody(int status) {
   return absl::StrCat(status, " ", Reason(status), "\n");
 }
 
+using Socket = asio::ip::tcp::socket;
+
+// Takes one off a count of exchanges under way when the exchange ends.
+struct Counted {
+  std::atomic<int>* n;
+  ~Counted() { n->fetch_sub(1); }
+};
+
+// Bounds a whole exchange: `timeout` from now the socket closes (the
+// pending read or write fails) unless the timer is cancelled first.
+void CloseAfter(asio::steady_timer& deadline, std::shared_ptr<Socket> socket,
+                std::chrono::steady_clock::duration timeout) {
+  deadline.expires_after(timeout);
+  deadline.async_wait([socket](error_code ec) {
+    if (!ec) socket->close(ec);
+  });
+}
+
+// Reads a request head (up to kMaxRequestHead bytes); returns its length.
+asio::awaitable<size_t> ReadHead(Socket& socket, std::string& head, error_code& ec) {
+  co_return co_await asio::async_read_until(socket, asio::dynamic_buffer(head, kMaxRequestHead),
+                                            "\r\n\r\n",
+                                            asio::redirect_error(asio::use_awaitable, ec));
+}
+
+// Sends `response` and closes in order (the peer reads it before the FIN).
+asio::awaitable<void> Answer(Socket& socket, std::string response) {
+  error_code ec;
+  co_await asio::async_write(socket, asio::buffer(response),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  socket.shutdown(asio::socket_base::shutdown_both, ec);
+  socket.close(ec);
+}
+
 }  // namespace
 
 HttpRequest ParseRequestHead(std::string_view head) {
@@ -150,24 +184,13 @@ asio::awaitable<void> MetricsServer::AcceptLoop() {
 
 asio::awaitable<void> MetricsServer::Session(std::shared_ptr<State> state,
                                              std::shared_ptr<asio::ip::tcp::socket> socket) {
-  struct Release {
-    State* s;
-    ~Release() { s->active.fetch_sub(1); }
-  } release{state.get()};
+  Counted counted{&state->active};
   auto ex = socket->get_executor();
-  // The whole exchange is bounded: at kTimeout the socket closes, and the
-  // pending read or write fails.
   asio::steady_timer deadline(ex);
-  deadline.expires_after(kTimeout);
-  deadline.async_wait([socket](error_code ec) {
-    if (!ec) socket->close(ec);
-  });
-
+  CloseAfter(deadline, socket, kTimeout);
   error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
   std::string head;
-  size_t n = co_await asio::async_read_until(*socket, asio::dynamic_buffer(head, kMaxRequestHead),
-                                             "\r\n\r\n", token);
+  size_t n = co_await ReadHead(*socket, head, ec);
   int status = 0;
   bool head_only = false;
   if (ec == asio::error::not_found) {
@@ -201,35 +224,19 @@ asio::awaitable<void> MetricsServer::Session(std::shared_ptr<State> state,
     body = ErrorBody(status);
     state->log->debug("metrics request answered {}", status);
   }
-  std::string response = Response(status, body, head_only);
-  co_await asio::async_write(*socket, asio::buffer(response), token);
-  socket->shutdown(asio::socket_base::shutdown_both, ec);
-  socket->close(ec);
+  co_await Answer(*socket, Response(status, body, head_only));
   deadline.cancel();
 }
 
 asio::awaitable<void> MetricsServer::Reject(std::shared_ptr<State> state,
                                             std::shared_ptr<asio::ip::tcp::socket> socket) {
-  struct Release {
-    State* s;
-    ~Release() { s->rejecting.fetch_sub(1); }
-  } release{state.get()};
+  Counted counted{&state->rejecting};
   asio::steady_timer deadline(socket->get_executor());
-  deadline.expires_after(kRejectTimeout);
-  deadline.async_wait([socket](error_code ec) {
-    if (!ec) socket->close(ec);
-  });
+  CloseAfter(deadline, socket, kRejectTimeout);
   error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
   std::string head;
-  co_await asio::async_read_until(*socket, asio::dynamic_buffer(head, kMaxRequestHead), "\r\n\r\n",
-                                  token);
-  if (socket->is_open()) {
-    std::string busy = Response(503, ErrorBody(503), false);
-    co_await asio::async_write(*socket, asio::buffer(busy), token);
-    socket->shutdown(asio::socket_base::shutdown_both, ec);
-    socket->close(ec);
-  }
+  co_await ReadHead(*socket, head, ec);
+  if (socket->is_open()) co_await Answer(*socket, Response(503, ErrorBody(503), false));
   deadline.cancel();
   state->log->debug("metrics request answered 503");
 }
