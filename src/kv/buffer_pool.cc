@@ -3,6 +3,7 @@
 #include "kv/buffer_pool.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -23,6 +24,10 @@ void PageInfo::ClearFilter() {
 }
 
 namespace {
+
+// An encoded PUT of an inline value or a DEL: BTree::FitsInline keeps an
+// inline entry within 2048 bytes.
+using InlineEntry = std::array<std::byte, 8 + kMaxKeyBytes + 2048>;
 
 // A 64-bit hash of a key for the filters, which live in memory only (so
 // it may change between versions): 8 bytes at a time, multiplied and
@@ -382,15 +387,8 @@ absl::Status BufferPool::ChangePut(Frame* f, std::string_view key, std::string_v
   v.key = key;
   v.value = value;
   if (absl::Status s = f->page.ApplyView(v); !s.ok()) return s;
-  const size_t need = 5 + key.size() + value.size();
-  std::byte small[8 + kMaxKeyBytes + 2048];  // an inline value (BTree::FitsInline)
-  std::vector<std::byte> large;
-  std::span<std::byte> buf(small, sizeof small);
-  if (need > sizeof small) {
-    large.resize(need);
-    buf = large;
-  }
-  return Record(f, buf.first(EncodePutEntry(key, value, buf)));
+  InlineEntry buf;
+  return Record(f, std::span<const std::byte>(buf.data(), EncodePutEntry(key, value, buf)));
 }
 
 absl::Status BufferPool::Record(Frame* f, std::span<const std::byte> entry) {
@@ -435,9 +433,9 @@ bool BufferPool::CanChangeBlind(uint32_t id, size_t bytes) const {
 
 void BufferPool::BlindChange(uint32_t id, std::string_view key, std::optional<std::string_view> value) {
   PageInfo& info = Info(id);
-  std::byte buf[8 + kMaxKeyBytes + 2048];  // an inline value (BTree::FitsInline)
+  InlineEntry buf;
   size_t n = value ? EncodePutEntry(key, *value, buf) : EncodeDelEntry(key, buf);
-  diffs_.Append(id, info.epoch, std::span<const std::byte>(buf, n));
+  diffs_.Append(id, info.epoch, std::span<const std::byte>(buf.data(), n));
   // An upper bound: as if the key were new (a delete: as if absent).
   if (value) info.bytes += uint32_t(3 + key.size() + 2 + value->size());
   ++stats_.diff_records;

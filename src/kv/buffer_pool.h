@@ -107,7 +107,8 @@ class BufferPool {
   absl::StatusOr<Frame*> Allocate(PageType type);
   // Applies `e` to the page and logs it (see above).
   absl::Status Change(Frame* f, const LogEntry& e);
-  // The same for a PUT of an inline value, without building a LogEntry.
+  // The same for a PUT of an inline value (BTree::FitsInline), without
+  // building a LogEntry.
   absl::Status ChangePut(Frame* f, std::string_view key, std::string_view value);
   // kPdl: whether a change of `bytes` (encoded page entry, 0 for a delete)
   // to page `id` can be logged without reading it: it is not in the
