@@ -6,6 +6,8 @@
 #   ftld-dw0    ftld --preallocate, innodb_doublewrite=0
 #   ftld-dw1    ftld --preallocate, innodb_doublewrite=1
 #   nbdkit-dw1  nbdkit file on a fully written file of the same size, doublewrite on
+#   ftldb-dw0   with --ftld-b: a second ftld build (or the same with other
+#               flags, --ftld-b-flags), doublewrite off: an A/B of ftld itself
 # All three are set up first (tables prepared, then synced); then each
 # round runs sysbench oltp_write_only and oltp_read_write on each stack in
 # turn, one run at a time, the order of the stacks rotating from round to
@@ -14,6 +16,7 @@
 #   flock /work/bench.lock bench/mariadb.sh [--ftld build/daemon/ftld]
 #       [--ftlctl build/tools/ftlctl] [--dir DIR] [--rounds 3] [--time 30]
 #       [--tables 8] [--table-size 100000] [--threads 4] [--quick]
+#       [--ftld-flags "..."] [--ftld-b PATH] [--ftld-b-flags "..."]
 #
 # --quick: 2 x 20000 rows, 10 s runs, 1 round. Prints per run: TPS, p95
 # latency, bytes the loop device wrote (/sys/block/loopN/stat) and per
@@ -32,6 +35,7 @@ BENCH_NAME=mariadb
 source "$here/bench_lib.sh"
 FTLD="$root/build/daemon/ftld" FTLCTL="$root/build/tools/ftlctl" DIR=""
 ROUNDS=3 TIME=30 TABLES=8 TABLE_SIZE=100000 THREADS=4 SIZE=3G
+FTLD_FLAGS="" FTLD_B="" FTLD_B_FLAGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ftld) FTLD=$2; shift 2 ;;
@@ -42,8 +46,11 @@ while [[ $# -gt 0 ]]; do
     --tables) TABLES=$2; shift 2 ;;
     --table-size) TABLE_SIZE=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
+    --ftld-flags) FTLD_FLAGS=$2; shift 2 ;;
+    --ftld-b) FTLD_B=$2; shift 2 ;;
+    --ftld-b-flags) FTLD_B_FLAGS=$2; shift 2 ;;
     --quick) TABLES=2 TABLE_SIZE=20000 TIME=10 ROUNDS=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "mariadb.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +62,10 @@ done
 DIR="${DIR:-$(mktemp -d "${TMPDIR:-/var/tmp}/ftld-mariadb.XXXXXX")}"
 mkdir -p "$DIR"
 STACKS=(ftld-dw0 ftld-dw1 nbdkit-dw1)
+if [[ -n "$FTLD_B" ]]; then
+  [[ -x "$FTLD_B" ]] || { echo "mariadb.sh: --ftld-b $FTLD_B is not executable" >&2; exit 2; }
+  STACKS+=(ftldb-dw0)
+fi
 declare -A SERVER_PID FUSE_PID LOOP MYSQLD_PID PORT
 RESULTS="$DIR/results.tsv"
 : > "$RESULTS"
@@ -97,9 +108,12 @@ setup() {
   local s=$1 kind=${1%%-*} dw=${1##*-dw}
   mkdir -p "$DIR/$s/fuse" "$DIR/$s/mnt"
   PORT[$s]=$(free_port)
-  if [[ $kind == ftld ]]; then
-    "$FTLD" --size "$SIZE" --preallocate --port "${PORT[$s]}" --control "$DIR/$s/ctl.sock" \
-      --log-level warn "$DIR/$s/backing.img" 2>"$DIR/$s/server.log" &
+  if [[ $kind == ftld* ]]; then
+    local bin=$FTLD flags=$FTLD_FLAGS
+    if [[ $kind == ftldb ]]; then bin=$FTLD_B flags=$FTLD_B_FLAGS; fi
+    # shellcheck disable=SC2086  # the flags are words
+    "$bin" --size "$SIZE" --preallocate --port "${PORT[$s]}" --control "$DIR/$s/ctl.sock" \
+      --log-level warn $flags "$DIR/$s/backing.img" 2>"$DIR/$s/server.log" &
   else
     # The same size as ftld's export, every block written (as --preallocate).
     local bytes
@@ -149,13 +163,13 @@ cpu_ticks() {  # user + system clock ticks of a process so far
 
 run_one() {  # stack workload round
   local s=$1 w=$2 r=$3 loop=${LOOP[$1]#/dev/} u0=0 m0=0 u1=0 m1=0 n0=0 f0=0 n1=0 f1=0
-  if [[ $s == ftld-* ]]; then read -r u0 m0 n0 f0 < <(ftld_bytes "$s"); fi
+  if [[ $s == ftld* ]]; then read -r u0 m0 n0 f0 < <(ftld_bytes "$s"); fi
   local w0 c0 d0; w0=$(awk '{print $7}' "/sys/block/$loop/stat")
   c0=$(cpu_ticks "${SERVER_PID[$s]}"); d0=$(cpu_ticks "${MYSQLD_PID[$s]}")
   sb "$s" "$w" --time="$TIME" --report-interval=0 run >"$DIR/$s/run-$w-$r.log"
   local w1 c1 d1; w1=$(awk '{print $7}' "/sys/block/$loop/stat")
   c1=$(cpu_ticks "${SERVER_PID[$s]}"); d1=$(cpu_ticks "${MYSQLD_PID[$s]}")
-  if [[ $s == ftld-* ]]; then read -r u1 m1 n1 f1 < <(ftld_bytes "$s"); fi
+  if [[ $s == ftld* ]]; then read -r u1 m1 n1 f1 < <(ftld_bytes "$s"); fi
   local tps p95 txns
   tps=$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$DIR/$s/run-$w-$r.log")
   txns=$(sed -n 's/.*transactions: *\([0-9]*\) *(.*/\1/p' "$DIR/$s/run-$w-$r.log")
@@ -175,8 +189,8 @@ echo "# $(date -u '+%F %T') UTC, $(nproc) cores, load $(load), dir $DIR ($(df -h
 echo "# sysbench $TABLES x $TABLE_SIZE rows, $THREADS threads, ${TIME}s runs, $ROUNDS rounds"
 for s in "${STACKS[@]}"; do setup "$s"; done
 for r in $(seq 1 "$ROUNDS"); do
-  for i in 0 1 2; do
-    s=${STACKS[$(( (i + r - 1) % 3 ))]}
+  for i in "${!STACKS[@]}"; do
+    s=${STACKS[$(( (i + r - 1) % ${#STACKS[@]} ))]}
     for w in oltp_write_only oltp_read_write; do run_one "$s" "$w" "$r"; done
   done
 done
@@ -188,7 +202,7 @@ rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 med = {}
 for w in ("oltp_write_only", "oltp_read_write"):
     print(f"# {w}: medians over rounds")
-    for s in ("ftld-dw0", "ftld-dw1", "nbdkit-dw1"):
+    for s in ("ftld-dw0", "ftld-dw1", "nbdkit-dw1", "ftldb-dw0"):
         rs = [r for r in rows if r[1] == s and r[2] == w]
         if not rs:
             continue
@@ -207,7 +221,10 @@ for w in ("oltp_write_only", "oltp_read_write"):
         print(f"  ftld-dw0 / nbdkit-dw1 {a / c:.2f}x (goal 1.2)   ftld-dw0 / ftld-dw1 {a / b:.2f}x (goal 1.1)")
         for r in sorted({r[0] for r in rows}):
             t = {x[1]: float(x[3]) for x in rows if x[0] == r and x[2] == w}
-            if len(t) == 3:
+            if {'ftld-dw0', 'ftld-dw1', 'nbdkit-dw1'} <= t.keys():
                 print(f"    round {r}: {t['ftld-dw0'] / t['nbdkit-dw1']:.2f}x, {t['ftld-dw0'] / t['ftld-dw1']:.2f}x")
+    d = med.get(("ftldb-dw0", w))
+    if a and c and d:
+        print(f"  ftldb-dw0 / nbdkit-dw1 {d / c:.2f}x   ftldb-dw0 / ftld-dw0 {d / a:.2f}x")
 EOF
 echo "# load at the end $(load)"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "control/control.h"
+#include "ftl/media.h"
 #include "ftl/mirror.h"
 #include "ftl/pool.h"
 #include "nbd/exports.h"
@@ -35,6 +36,7 @@ struct DaemonContext {
   std::string open_report;    // how the pool was opened/created
   std::string control_path;
   bool read_only = false;
+  DirectIo direct_io = DirectIo::kOff;  // how mirror devices brought online or in are opened
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 

@@ -68,7 +68,7 @@ absl::StatusOr<Json> DeviceOnline(const DaemonContext& ctx, const Json& r) {
       if ((d.name == *dev || d.guid == *dev || std::to_string(d.index) == *dev) && !d.present) open_path = d.name;
   }
   if (!open_path.empty()) {
-    auto m = OpenMedia(open_path);
+    auto m = OpenMedia(open_path, 0, ctx.direct_io);
     if (!m.ok()) return m.status();
     auto fd = LockDevice(open_path);
     if (!fd.ok()) return fd.status();
@@ -96,7 +96,7 @@ absl::StatusOr<Json> DeviceReplace(const DaemonContext& ctx, const Json& r) {
     return absl::NotFoundError(absl::StrCat(*new_path, ": no such file or device (create it first)"));
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
     return absl::InvalidArgumentError(absl::StrCat(*new_path, ": not a regular file or block device"));
-  auto media = OpenMedia(*new_path);
+  auto media = OpenMedia(*new_path, 0, ctx.direct_io);
   if (!media.ok()) return media.status();
   if (!*force && (Pool::LooksFormatted(**media) || ReadMirrorLabel(**media).ok()))
     return absl::FailedPreconditionError(absl::StrCat(

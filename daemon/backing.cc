@@ -119,7 +119,7 @@ absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {
     return a.status();
   }
 
-  auto media = OpenMedia(b, facts.exists ? 0 : *o.size);
+  auto media = OpenMedia(b, facts.exists ? 0 : *o.size, o.direct_io);
   if (!media.ok()) return About(b, media.status());
   out.media = *media;
 
@@ -219,7 +219,7 @@ absl::StatusOr<OpenedBacking> OpenMirrorBacking(const DaemonOptions& o) {
     }
     if (exists && S_ISREG(st.st_mode) && uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size)) fully_allocated = false;
     if (!exists || !S_ISREG(st.st_mode)) fully_allocated = false;
-    auto media = OpenMedia(b, exists ? 0 : *o.size);
+    auto media = OpenMedia(b, exists ? 0 : *o.size, o.direct_io);
     if (!media.ok()) {
       unlock_all();
       return About(b, media.status());

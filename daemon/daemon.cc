@@ -310,6 +310,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   ctx.open_report = backing->report;
   ctx.control_path = o.control;
   ctx.read_only = o.read_only;
+  ctx.direct_io = o.direct_io;
   ControlDispatcher dispatcher;
   control::RegisterCoreCommands(&dispatcher, &ctx);
   control::RegisterSnapshotCommands(&dispatcher, &ctx);

@@ -131,6 +131,11 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
       o.discard = false;
     } else if (arg == "--preallocate") {
       o.preallocate = true;
+    } else if (arg == "--direct-io") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (!ParseDirectIo(*v, &o.direct_io))
+        return Bad(absl::StrCat("--direct-io: unknown mode '", *v, "' (off, writes, on)"));
     } else if (arg == "--kv-buffer-pages") {
       auto v = value();
       if (!v.ok()) return v.status();
@@ -319,6 +324,13 @@ over NBD. Runs in the foreground and logs to stderr.
                        allocated: synced writes do not wait for the file
                        system to allocate); a fully allocated backing file
                        is never hole-punched
+      --direct-io M    how a backing file meets the page cache: off
+                       (default: reads and writes through it; a FLUSH
+                       writes it back), writes (the log's writes bypass it
+                       with O_DIRECT, reads may be served from it: less CPU
+                       per FLUSH, for databases), on (reads bypass it too).
+                       Falls back to off where the file system has no
+                       O_DIRECT. Durability is the same in every mode
       --accept-loss    open even if a log record that was acknowledged as
                        durable is damaged: the blocks it names answer EIO
                        (each loss is logged by volume and LBA)

@@ -4,7 +4,8 @@
 //        [--unix PATH] [--export NAME] [--read-only] [--control PATH]
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE] [--kv-diff-mib N]
-//        [--preallocate] [--proof-delay MS] [--simulate-volatile-cache[=SEED]]
+//        [--preallocate] [--direct-io off|writes|on] [--proof-delay MS]
+//        [--simulate-volatile-cache[=SEED]]
 //        [--tls off|on|require] [--tls-certificates DIR | --tls-psk FILE]
 //        [--tls-verify-peer]
 //        [--kv-port N] [--kv-bind ADDR] [--kv-unix PATH] [--kv-fsync always|everysec]
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ftl/media.h"
 
 namespace ftl::daemon {
 
@@ -45,6 +47,7 @@ struct DaemonOptions {
   std::string placement = "auto";  // OpenOptions::placement
   bool discard = true;             // OpenOptions::discard (--no-discard)
   bool preallocate = false;        // FormatOptions::preallocate (--preallocate)
+  DirectIo direct_io = DirectIo::kOff;  // OpenFileMedia's mode for backing files (--direct-io)
   bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
   uint32_t proof_delay_ms = 20;    // OpenOptions::proof_delay (--proof-delay)
   uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -106,17 +107,35 @@ class Media {
   virtual std::string Describe() const = 0;
 };
 
+// How a regular file's I/O meets the kernel's page cache (ftld
+// --direct-io; docs/decisions.md, "Direct writes to backing files").
+// Either way durability is the same: only Media::Sync makes writes durable.
+enum class DirectIo {
+  kOff,     // reads and writes through the page cache; a Sync writes it back
+  kWrites,  // writes whose offset, length and buffers are 4096-aligned go
+            // straight to the device (O_DIRECT); reads may hit the page cache
+  kAll,     // as kWrites, and aligned reads bypass the page cache too
+};
+// "off", "writes", "on"; and back (false on anything else).
+const char* DirectIoName(DirectIo d);
+bool ParseDirectIo(std::string_view name, DirectIo* out);
+
 // A regular file. If it does not exist and create_size > 0 it is created
 // sparse with that size and mode 0600; an existing file keeps its size and
-// mode.
+// mode. With `direct` other than kOff the file is opened a second time with
+// O_DIRECT for the aligned I/O; a file system that refuses O_DIRECT (tmpfs
+// before Linux 6.6) gets kOff, logged once, and Describe() says which.
 absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
-                                                     uint64_t create_size = 0);
+                                                     uint64_t create_size = 0,
+                                                     DirectIo direct = DirectIo::kOff);
 // A raw block device opened with O_DIRECT; size from BLKGETSIZE64, discard by
 // BLKDISCARD.
 absl::StatusOr<std::shared_ptr<Media>> OpenBlockDeviceMedia(const std::string& path);
-// Picks file or block device by stat(2).
+// Picks file or block device by stat(2); `direct` applies to files (block
+// devices are always O_DIRECT).
 absl::StatusOr<std::shared_ptr<Media>> OpenMedia(const std::string& path,
-                                                 uint64_t create_size = 0);
+                                                 uint64_t create_size = 0,
+                                                 DirectIo direct = DirectIo::kOff);
 // Zero-filled memory.
 std::shared_ptr<Media> NewMemMedia(uint64_t size);
 // For tests and benchmarks only: `inner` behind the volatile write cache of

@@ -23,13 +23,28 @@ namespace {
 // Zeros are written in chunks of this size when hole punching is unsupported.
 constexpr size_t kZeroChunk = 1 << 20;
 
-// A regular file opened O_RDWR. Owns its fd. Its size is fixed at open time.
+// A regular file opened O_RDWR, and with a DirectIo mode other than kOff a
+// second time O_RDWR|O_DIRECT: aligned writes (and with kAll aligned reads)
+// take the direct descriptor, everything else the buffered one. The kernel
+// keeps the two coherent (a direct write writes back and invalidates cached
+// pages of its range); the engine never has a buffered and a direct write
+// of one block in flight at once. Owns both fds. Its size is fixed at open.
 // Thread-safety: all methods may be called concurrently (pread/pwrite).
 class FileMedia : public Media {
  public:
-  FileMedia(int fd, std::string path, uint64_t size)
-      : fd_(fd), path_(std::move(path)), what_("file " + path_), size_(size) {}
-  ~FileMedia() override { CloseFd(fd_); }
+  FileMedia(int fd, int direct_fd, DirectIo direct, std::string path, uint64_t size)
+      : fd_(fd),
+        direct_fd_(direct_fd),
+        direct_reads_(direct_fd >= 0 && direct == DirectIo::kAll),
+        path_(std::move(path)),
+        what_(direct_fd < 0 ? "file " + path_
+                            : absl::StrCat("file ", path_, " (direct ",
+                                           direct_reads_ ? "reads and writes)" : "writes)")),
+        size_(size) {}
+  ~FileMedia() override {
+    CloseFd(fd_);
+    if (direct_fd_ >= 0) CloseFd(direct_fd_);
+  }
   FileMedia(const FileMedia&) = delete;
   FileMedia& operator=(const FileMedia&) = delete;
 
@@ -38,27 +53,35 @@ class FileMedia : public Media {
   absl::Status Read(uint64_t offset, std::span<std::byte> out) override {
     if (auto s = CheckRange(what_, offset, out.size(), size_); !s.ok())
       return s;
-    return PreadAll(fd_, out, offset, what_);
+    const bool direct = direct_reads_ && Aligned(offset, out.size(), out.data());
+    return PreadAll(direct ? direct_fd_ : fd_, out, offset, what_);
   }
 
   absl::Status Write(uint64_t offset,
                      std::span<const std::byte> data) override {
     if (auto s = CheckRange(what_, offset, data.size(), size_); !s.ok())
       return s;
-    return PwriteAll(fd_, data, offset, what_);
+    const bool direct = direct_fd_ >= 0 && Aligned(offset, data.size(), data.data());
+    return PwriteAll(direct ? direct_fd_ : fd_, data, offset, what_);
   }
 
   absl::Status WriteGather(uint64_t offset,
                            std::span<const std::span<const std::byte>> pieces) override {
     size_t total = 0;
-    for (const auto& p : pieces) total += p.size();
+    bool direct = direct_fd_ >= 0 && offset % kDirectAlign == 0;
+    for (const auto& p : pieces) {
+      total += p.size();
+      direct = direct && Aligned(0, p.size(), p.data());
+    }
     if (auto s = CheckRange(what_, offset, total, size_); !s.ok()) return s;
-    return PwritevAll(fd_, pieces, offset, what_);
+    return PwritevAll(direct ? direct_fd_ : fd_, pieces, offset, what_);
   }
   bool gathers_writes() const override { return true; }
   bool discard_zeroes() const override { return true; }  // punched holes (or zeros written)
 
   absl::Status Sync() override {
+    // One inode: fdatasync on either descriptor writes back the buffered
+    // writes, commits allocations and flushes the device's cache.
     while (::fdatasync(fd_) != 0) {
       if (errno != EINTR) return ErrnoError("fdatasync", what_, 0, errno);
     }
@@ -98,7 +121,9 @@ class FileMedia : public Media {
   }
 
   void StartWriteback(uint64_t offset, uint64_t length) override {
-    if (length == 0 || offset + length > size_) return;
+    // Direct writes left nothing to write back (a stray unaligned one is
+    // the next Sync's).
+    if (length == 0 || offset + length > size_ || direct_fd_ >= 0) return;
     // Errors are left to the next Sync, which reports them.
     while (::sync_file_range(fd_, off64_t(offset), off64_t(length), SYNC_FILE_RANGE_WRITE) != 0 &&
            errno == EINTR) {
@@ -108,6 +133,14 @@ class FileMedia : public Media {
   std::string Describe() const override { return what_; }
 
  private:
+  // O_DIRECT's alignment on every file system and device ftld supports
+  // (logical blocks of 512 or 4096 bytes); the engine's I/O is all of it.
+  static constexpr uint64_t kDirectAlign = 4096;
+  static bool Aligned(uint64_t offset, uint64_t length, const void* p) {
+    return offset % kDirectAlign == 0 && length % kDirectAlign == 0 &&
+           reinterpret_cast<uintptr_t>(p) % kDirectAlign == 0;
+  }
+
   absl::Status WriteZeros(uint64_t offset, uint64_t length) {
     std::vector<std::byte> zeros(std::min<uint64_t>(length, kZeroChunk));
     while (length > 0) {
@@ -123,6 +156,8 @@ class FileMedia : public Media {
   }
 
   const int fd_;
+  const int direct_fd_;  // -1: every I/O takes fd_
+  const bool direct_reads_;
   const std::string path_;
   const std::string what_;
   const uint64_t size_;
@@ -134,7 +169,7 @@ class FileMedia : public Media {
 }  // namespace media
 
 absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
-                                                     uint64_t create_size) {
+                                                     uint64_t create_size, DirectIo direct) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   bool created = false;
   if (fd < 0 && errno == ENOENT && create_size > 0) {
@@ -180,7 +215,16 @@ absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
     util::Logger("media")->info("created sparse file {} of {} bytes", path,
                                 size);
   }
-  return std::make_shared<media::FileMedia>(fd, path, size);
+  int direct_fd = -1;
+  if (direct != DirectIo::kOff) {
+    direct_fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+    if (direct_fd < 0) {
+      // EINVAL: the file system has no O_DIRECT (tmpfs before 6.6).
+      util::Logger("media")->info("{}: no direct I/O ({}); writes go through the page cache",
+                                  path, std::strerror(errno));
+    }
+  }
+  return std::make_shared<media::FileMedia>(fd, direct_fd, direct, path, size);
 }
 
 }  // namespace ftl

@@ -7,6 +7,7 @@
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -363,6 +364,167 @@ TEST(FileMediaTest, ConcurrentWritersToDisjointRanges) {
       ASSERT_EQ(got, Pattern(4096, t * 1000 + i));
     }
   }
+}
+
+// Pages of [offset, offset+length) of `path` in the page cache (mincore of
+// a shared read-only mapping), or nullopt if that cannot be asked.
+std::optional<size_t> CachedPages(const std::string& path, uint64_t offset, uint64_t length) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return std::nullopt;
+  void* p = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, off_t(offset));
+  ::close(fd);
+  if (p == MAP_FAILED) return std::nullopt;
+  std::vector<unsigned char> vec((length + 4095) / 4096);
+  const bool ok = ::mincore(p, length, vec.data()) == 0;
+  ::munmap(p, length);
+  if (!ok) return std::nullopt;
+  size_t n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
+
+// Whether the file system under `path` takes O_DIRECT.
+bool TakesDirectIo(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_DIRECT);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+TEST(FileMediaTest, DirectWritesBypassThePageCacheAndReadBack) {
+  // kWrites: an aligned write (and an aligned gather) leaves no page of its
+  // range cached, where kOff caches every one; unaligned offsets, lengths
+  // and buffers go through the page cache; everything reads back, through
+  // both descriptors and after a reopen without direct I/O.
+  TempDir dir;
+  const uint64_t kSize = 8 * kMiB;
+  auto off = OpenFileMedia(dir.File("off.img"), kSize, DirectIo::kOff);
+  ASSERT_OK(off);
+  if (!TakesDirectIo(dir.File("off.img"))) GTEST_SKIP() << "no O_DIRECT on " << testing::TempDir();
+  auto direct = OpenFileMedia(dir.File("direct.img"), kSize, DirectIo::kWrites);
+  ASSERT_OK(direct);
+  EXPECT_THAT((*direct)->Describe(), HasSubstr("(direct writes)"));
+  EXPECT_THAT((*off)->Describe(), testing::Not(HasSubstr("direct")));
+
+  AlignedBuf buf(1 * kMiB);
+  auto a = Pattern(1 * kMiB, 21);
+  std::memcpy(buf.p, a.data(), a.size());
+  for (auto* m : {&*off, &*direct}) ASSERT_OK((*m)->Write(1 * kMiB, buf.span()));
+  auto cached_off = CachedPages(dir.File("off.img"), 1 * kMiB, 1 * kMiB);
+  auto cached_direct = CachedPages(dir.File("direct.img"), 1 * kMiB, 1 * kMiB);
+  ASSERT_TRUE(cached_off && cached_direct);
+  EXPECT_EQ(*cached_off, 256u);
+  EXPECT_EQ(*cached_direct, 0u);
+
+  // A gather of aligned pieces is direct; one misaligned piece sends the
+  // whole gather through the page cache.
+  std::vector<std::span<const std::byte>> pieces{buf.span().subspan(0, 4096),
+                                                 buf.span().subspan(8192, 64 * kKiB)};
+  ASSERT_OK((*direct)->WriteGather(3 * kMiB, pieces));
+  EXPECT_EQ(CachedPages(dir.File("direct.img"), 3 * kMiB, 68 * kKiB).value_or(99), 0u);
+  std::vector<std::span<const std::byte>> skewed{buf.span().subspan(0, 4096),
+                                                 buf.span().subspan(8192 + 512, 4096)};
+  ASSERT_OK((*direct)->WriteGather(4 * kMiB, skewed));
+  EXPECT_GT(CachedPages(dir.File("direct.img"), 4 * kMiB, 8 * kKiB).value_or(0), 0u);
+
+  // Unaligned offset, length and buffer: through the page cache, correct.
+  auto b = Pattern(777, 22);
+  ASSERT_OK((*direct)->Write(5 * kMiB + 13, b));
+  ASSERT_OK((*direct)->Write(6 * kMiB, buf.span(512).subspan(0, 8192)));
+  ASSERT_OK((*direct)->Sync());
+
+  auto check = [&](Media& m) {
+    std::vector<std::byte> got(a.size());
+    ASSERT_OK(m.Read(1 * kMiB, got));
+    EXPECT_EQ(got, a) << m.Describe();
+    got.resize(4096);
+    ASSERT_OK(m.Read(3 * kMiB, got));
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), a.begin())) << m.Describe();
+    got.resize(64 * kKiB);
+    ASSERT_OK(m.Read(3 * kMiB + 4096, got));
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), a.begin() + 8192)) << m.Describe();
+    got.resize(4096);
+    ASSERT_OK(m.Read(4 * kMiB + 4096, got));
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), a.begin() + 8192 + 512)) << m.Describe();
+    got.resize(b.size());
+    ASSERT_OK(m.Read(5 * kMiB + 13, got));
+    EXPECT_EQ(got, b) << m.Describe();
+    got.resize(8192);
+    ASSERT_OK(m.Read(6 * kMiB, got));
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), a.begin() + 512)) << m.Describe();
+  };
+  check(**direct);
+  direct->reset();
+  auto plain = OpenFileMedia(dir.File("direct.img"), 0, DirectIo::kOff);
+  ASSERT_OK(plain);
+  check(**plain);
+  auto all = OpenFileMedia(dir.File("direct.img"), 0, DirectIo::kAll);
+  ASSERT_OK(all);
+  EXPECT_THAT((*all)->Describe(), HasSubstr("(direct reads and writes)"));
+  check(**all);
+}
+
+TEST(FileMediaTest, DirectReadsBypassThePageCache) {
+  TempDir dir;
+  const std::string path = dir.File("store.img");
+  {
+    auto m = OpenFileMedia(path, 4 * kMiB, DirectIo::kOff);
+    ASSERT_OK(m);
+    if (!TakesDirectIo(path)) GTEST_SKIP() << "no O_DIRECT on " << testing::TempDir();
+  }
+  auto all = OpenFileMedia(path, 0, DirectIo::kAll);
+  auto writes = OpenFileMedia(path, 0, DirectIo::kWrites);
+  ASSERT_OK(all);
+  ASSERT_OK(writes);
+  AlignedBuf buf(256 * kKiB);
+  auto a = Pattern(buf.size, 23);
+  std::memcpy(buf.p, a.data(), a.size());
+  ASSERT_OK((*all)->Write(0, buf.span()));
+  ASSERT_OK((*all)->Write(1 * kMiB, buf.span()));
+  std::memset(buf.p, 0, buf.size);
+  ASSERT_OK((*all)->Read(0, buf.span()));
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), buf.p));
+  EXPECT_EQ(CachedPages(path, 0, 256 * kKiB).value_or(99), 0u);
+  // kWrites reads through the page cache.
+  ASSERT_OK((*writes)->Read(1 * kMiB, buf.span()));
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), buf.p));
+  EXPECT_EQ(CachedPages(path, 1 * kMiB, 256 * kKiB).value_or(0), 64u);
+}
+
+TEST(FileMediaTest, NoDirectIoOnTheFileSystemFallsBackToThePageCache) {
+  // tmpfs takes no O_DIRECT before Linux 6.6: the file opens anyway, says
+  // so, and works through the page cache.
+  const std::string path = "/dev/shm/ftl-media-test-" + std::to_string(::getpid()) + ".img";
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  auto m = OpenFileMedia(path, 1 * kMiB, DirectIo::kAll);
+  ASSERT_OK(m);
+  if (TakesDirectIo(path)) {
+    EXPECT_THAT((*m)->Describe(), HasSubstr("direct"));
+  } else {
+    EXPECT_EQ((*m)->Describe(), "file " + path);
+  }
+  AlignedBuf buf(64 * kKiB);
+  auto a = Pattern(buf.size, 24);
+  std::memcpy(buf.p, a.data(), a.size());
+  EXPECT_OK((*m)->Write(0, buf.span()));
+  EXPECT_OK((*m)->Sync());
+  std::memset(buf.p, 0, buf.size);
+  EXPECT_OK((*m)->Read(0, buf.span()));
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), buf.p));
+  m->reset();
+  ::unlink(path.c_str());
+}
+
+TEST(FileMediaTest, DirectIoNamesParse) {
+  for (DirectIo d : {DirectIo::kOff, DirectIo::kWrites, DirectIo::kAll}) {
+    DirectIo back = DirectIo::kOff;
+    ASSERT_TRUE(ParseDirectIo(DirectIoName(d), &back)) << DirectIoName(d);
+    EXPECT_EQ(back, d);
+  }
+  DirectIo untouched = DirectIo::kWrites;
+  EXPECT_FALSE(ParseDirectIo("yes", &untouched));
+  EXPECT_FALSE(ParseDirectIo("", &untouched));
+  EXPECT_EQ(untouched, DirectIo::kWrites);
 }
 
 // ------------------------------------------------------------------ OpenMedia
