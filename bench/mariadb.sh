@@ -3,8 +3,9 @@
 # stack, as a user would build it. Three stacks, each an NBD server ->
 # nbdfuse -> loop device (direct I/O, 4 KiB sectors) -> ext4 -> MariaDB
 # (O_DIRECT, flush at every commit, 128M buffer pool) -> sysbench:
-#   ftld-dw0    ftld --preallocate, innodb_doublewrite=0
-#   ftld-dw1    ftld --preallocate, innodb_doublewrite=1
+#   ftld-dw0    ftld --preallocate --direct-io writes (the README's database
+#               settings; --ftld-flags replaces the second part), innodb_doublewrite=0
+#   ftld-dw1    the same, innodb_doublewrite=1
 #   nbdkit-dw1  nbdkit file on a fully written file of the same size, doublewrite on
 #   ftldb-dw0   with --ftld-b: a second ftld build (or the same with other
 #               flags, --ftld-b-flags), doublewrite off: an A/B of ftld itself
@@ -35,7 +36,7 @@ BENCH_NAME=mariadb
 source "$here/bench_lib.sh"
 FTLD="$root/build/daemon/ftld" FTLCTL="$root/build/tools/ftlctl" DIR=""
 ROUNDS=3 TIME=30 TABLES=8 TABLE_SIZE=100000 THREADS=4 SIZE=3G
-FTLD_FLAGS="" FTLD_B="" FTLD_B_FLAGS=""
+FTLD_FLAGS="--direct-io writes" FTLD_B="" FTLD_B_FLAGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ftld) FTLD=$2; shift 2 ;;
@@ -50,7 +51,7 @@ while [[ $# -gt 0 ]]; do
     --ftld-b) FTLD_B=$2; shift 2 ;;
     --ftld-b-flags) FTLD_B_FLAGS=$2; shift 2 ;;
     --quick) TABLES=2 TABLE_SIZE=20000 TIME=10 ROUNDS=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "mariadb.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
