@@ -567,7 +567,7 @@ void Connection::Dispatch(const Request& r, std::shared_ptr<std::byte[]> payload
       return;
     }
     case kCmdRead:
-      if (r.length <= kInlineReadBytes) {
+      if (r.length <= (tls_ ? kInlineReadBytesTls : kInlineReadBytes)) {
         // Small reads run on the strand: a page-cache or SSD read costs less
         // than two thread hand-offs.
         std::shared_ptr<std::byte[]> data;

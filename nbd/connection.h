@@ -49,8 +49,13 @@ inline constexpr size_t kMaxHeldRequests = 256;
 inline constexpr size_t kMaxHeldBytes = 128u << 20;
 // Writes collected before they are handed to the volume as one batch.
 inline constexpr size_t kMaxPendingWrites = 64;
-// Reads up to this size run inline on the connection's strand.
+// Reads up to this size run inline on the connection's strand; larger
+// ones on a worker, so the copy overlaps the strand's sends.
 inline constexpr uint32_t kInlineReadBytes = 64u << 10;
+// On a TLS connection the strand encrypts every reply itself, so a worker
+// buys no overlap and its two hand-offs cost more than the copy
+// (docs/decisions.md, "Small reads run on the connection's strand").
+inline constexpr uint32_t kInlineReadBytesTls = 128u << 10;
 
 // Counters shared by all connections of a server. Relaxed atomics.
 struct ServerCounters {
