@@ -312,6 +312,48 @@ def test_psk(env):
     assert d.stop() == 0
 
 
+def test_reads_around_the_inline_limits(env):
+    """Reads of 4 KiB to 192 KiB over TLS, on both sides of the sizes that
+    decide whether a read runs on the connection's strand (64 KiB in
+    plaintext, 128 KiB on TLS) or on a worker, many in flight at once,
+    return the bytes written; the same over a plaintext connection."""
+    import nbd
+    pki = Pki(env)
+    d = start_tls_ftld(env, "--tls=on", "--tls-certificates", pki.server)
+    data = os.urandom(8 * MiB)
+    sizes = [4096, 60 << 10, 64 << 10, 68 << 10, 124 << 10, 128 << 10, 132 << 10, 192 << 10]
+    for tls in (True, False):
+        h = nbd.NBD()
+        if tls:
+            h.set_uri_allow_local_file(True)
+            h.connect_uri(nbds(d, tls_certificates=pki.client))
+            assert h.get_tls_negotiated()
+        else:
+            h.connect_uri(d.uri())
+            assert not h.get_tls_negotiated()
+        if tls:
+            for off in range(0, len(data), MiB):
+                h.pwrite(data[off:off + MiB], off)
+            h.flush()
+        reqs = []
+        off = 0
+        for i in range(64):
+            n = sizes[i % len(sizes)]
+            off = (off + 12345 * 4096) % (len(data) - n) // 4096 * 4096
+            buf = nbd.Buffer(n)
+            reqs.append((off, n, buf, h.aio_pread(buf, off)))
+        deadline = time.time() + 60
+        while h.aio_in_flight() > 0:
+            assert time.time() < deadline, "reads did not complete within 60 s"
+            h.poll(1000)
+        for *_, c in reqs:
+            assert h.aio_command_completed(c)
+        for off, n, buf, _ in reqs:
+            assert buf.to_bytearray() == data[off:off + n], (tls, off, n)
+        h.shutdown()
+    assert d.stop() == 0
+
+
 def test_plaintext_clients_against_require(env):
     need_tool("nbdinfo")
     pki = Pki(env)
