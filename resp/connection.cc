@@ -267,6 +267,12 @@ asio::awaitable<void> Connection::Run() {
       requests -= pending_.size();
       std::string out = co_await Settle(batch);
       if (closed_) break;
+      // Let the other connections whose requests are ready run first, so
+      // that replies leave in a burst, as Redis's event loop sends them
+      // (docs/decisions.md, "RESP replies leave after the ready requests
+      // ran"): a reply sent at once wakes a client that has gone back to
+      // sleep, one wake-up per batch.
+      co_await asio::post(socket_.get_executor(), asio::use_awaitable);
       error_code ec;
       co_await asio::async_write(socket_, asio::buffer(out),
                                  asio::redirect_error(asio::use_awaitable, ec));
