@@ -158,6 +158,10 @@ ftld_bytes() {  # "user media writes flushes" so far (bytes; NBD requests of all
 print(p["user_write_bytes"], p["media_write_bytes"], sum(x["writes"] for x in v), sum(x["flushes"] for x in v))'
 }
 
+disk_reads() {  # bytes a process has read from its disk so far (page-cache misses)
+  awk '/^read_bytes:/ {print $2}' "/proc/$1/io"
+}
+
 cpu_ticks() {  # user + system clock ticks of a process so far
   awk '{print $14 + $15}' "/proc/$1/stat"
 }
@@ -165,25 +169,28 @@ cpu_ticks() {  # user + system clock ticks of a process so far
 run_one() {  # stack workload round
   local s=$1 w=$2 r=$3 loop=${LOOP[$1]#/dev/} u0=0 m0=0 u1=0 m1=0 n0=0 f0=0 n1=0 f1=0
   if [[ $s == ftld* ]]; then read -r u0 m0 n0 f0 < <(ftld_bytes "$s"); fi
-  local w0 c0 d0; w0=$(awk '{print $7}' "/sys/block/$loop/stat")
+  local w0 c0 d0 lr0 dr0; w0=$(awk '{print $7}' "/sys/block/$loop/stat")
+  lr0=$(awk '{print $3}' "/sys/block/$loop/stat"); dr0=$(disk_reads "${SERVER_PID[$s]}")
   c0=$(cpu_ticks "${SERVER_PID[$s]}"); d0=$(cpu_ticks "${MYSQLD_PID[$s]}")
   sb "$s" "$w" --time="$TIME" --report-interval=0 run >"$DIR/$s/run-$w-$r.log"
-  local w1 c1 d1; w1=$(awk '{print $7}' "/sys/block/$loop/stat")
+  local w1 c1 d1 lr1 dr1; w1=$(awk '{print $7}' "/sys/block/$loop/stat")
+  lr1=$(awk '{print $3}' "/sys/block/$loop/stat"); dr1=$(disk_reads "${SERVER_PID[$s]}")
   c1=$(cpu_ticks "${SERVER_PID[$s]}"); d1=$(cpu_ticks "${MYSQLD_PID[$s]}")
   if [[ $s == ftld* ]]; then read -r u1 m1 n1 f1 < <(ftld_bytes "$s"); fi
   local tps p95 txns
   tps=$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$DIR/$s/run-$w-$r.log")
   txns=$(sed -n 's/.*transactions: *\([0-9]*\) *(.*/\1/p' "$DIR/$s/run-$w-$r.log")
   p95=$(awk '/95th percentile/ {print $3}' "$DIR/$s/run-$w-$r.log")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$s" "$w" "$tps" "$p95" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$s" "$w" "$tps" "$p95" \
     $(( (w1 - w0) * 512 )) $((u1 - u0)) $((m1 - m0)) "$txns" $((c1 - c0)) $((d1 - d0)) \
-    $((n1 - n0)) $((f1 - f0)) >> "$RESULTS"
+    $((n1 - n0)) $((f1 - f0)) $(( (lr1 - lr0) * 512 )) $((dr1 - dr0)) >> "$RESULTS"
   tail -1 "$RESULTS" | awk -F'\t' -v hz="$(getconf CLK_TCK)" '{
     mu = ($7 > 0) ? sprintf("%.3f", $8 / $7) : "-";
     nbd = ($7 > 0) ? sprintf("  NBD writes %.1f flushes %.1f /txn", $12 / $9, $13 / $9) : "";
     printf "round %s %-10s %-16s TPS %8.1f  p95 %6.2f ms  loop %7.1f MiB (%5.1f KiB/txn)  user %7.1f MiB  media %7.1f MiB  media/user %s  CPU/txn server %4.0f us mariadbd %4.0f us%s  load %s\n",
       $1, $2, $3, $4, $5, $6 / 1048576, $6 / 1024 / $9, $7 / 1048576, $8 / 1048576, mu,
-      $10 * 1e6 / hz / $9, $11 * 1e6 / hz / $9, nbd, L }' L="$(load)"
+      $10 * 1e6 / hz / $9, $11 * 1e6 / hz / $9, nbd, L;
+    printf "      reads: loop %.1f KiB/txn, server from its disk %.1f KiB/txn\n", $14 / 1024 / $9, $15 / 1024 / $9 }' L="$(load)"
 }
 
 echo "# $(date -u '+%F %T') UTC, $(nproc) cores, load $(load), dir $DIR ($(df -h --output=fstype "$DIR" | tail -1 | xargs)), ftld $FTLD"
