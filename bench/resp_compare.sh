@@ -12,6 +12,7 @@
 #                         [--pipelines "1 16"] [--tests set,get,incr,mset]
 #                         [--large-keys 1000000] [--no-large] [--quick]
 #                         [--buffer-pages 65536] [--out FILE]
+#                         [--ftld-b PATH] [--ftld-b-flags "..."]
 #
 # Each run: redis-benchmark -t TEST -P P -c 50 -r 1000000 -d 100 -n N
 # (N = --sync-requests with fsync always at -P 1, else --requests), one
@@ -29,6 +30,11 @@
 # buffer's (INFO ipl) and each server's resident memory (VmRSS; redis-server
 # holds every key in memory).
 #
+# --ftld-b: a second ftld build (or the same with --ftld-b-flags) as a
+# third server, "ftldb", started fresh in every round beside the others
+# (the order rotating), for an A/B of ftld itself in the same run; its
+# table gets columns of its own and its ratio to ftld.
+#
 # --quick: 20000 / 5000 requests, 1 round, 100000 large keys (a try-out).
 # Raw "RESULT" lines go to --out (default DIR/resp_compare-DATE.txt), then a
 # Markdown table of medians over the rounds. Only prints (no timed
@@ -38,7 +44,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FTLD="$here/../build/daemon/ftld" DIR=/var/tmp/respbench REQ=200000 SYNC_REQ=50000
 ROUNDS=2 FSYNCS="always everysec" PIPES="1 16" TESTS="set,get,incr,mset" OUT=""
-LARGE=1 LARGE_KEYS=1000000 BUFFER_PAGES=65536
+LARGE=1 LARGE_KEYS=1000000 BUFFER_PAGES=65536 FTLD_B="" FTLD_B_FLAGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ftld) FTLD="$2"; shift 2 ;;
@@ -52,9 +58,11 @@ while [[ $# -gt 0 ]]; do
     --large-keys) LARGE_KEYS="$2"; shift 2 ;;
     --no-large) LARGE=0; shift ;;
     --buffer-pages) BUFFER_PAGES="$2"; shift 2 ;;
+    --ftld-b) FTLD_B="$2"; shift 2 ;;
+    --ftld-b-flags) FTLD_B_FLAGS="$2"; shift 2 ;;
     --quick) REQ=20000; SYNC_REQ=5000; ROUNDS=1; LARGE_KEYS=100000; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,11 +70,13 @@ for tool in redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "$tool not installed (Debian: redis-server, redis-tools)" >&2; exit 1; }
 done
 [[ -x "$FTLD" ]] || { echo "no ftld at $FTLD (build it, or give --ftld)" >&2; exit 1; }
+[[ -z "$FTLD_B" || -x "$FTLD_B" ]] || { echo "no ftld at $FTLD_B (--ftld-b)" >&2; exit 1; }
 mkdir -p "$DIR"
 OUT="${OUT:-$DIR/resp_compare-$(date +%Y%m%d-%H%M%S).txt}"
 : > "$OUT"
 echo "# $(date -Is) $(uptime)" | tee -a "$OUT"
 echo "# ftld $FTLD (--kv-buffer-pages $BUFFER_PAGES; 1024 in the large run); $(redis-server --version)" | tee -a "$OUT"
+[[ -n "$FTLD_B" ]] && echo "# ftldb $FTLD_B $FTLD_B_FLAGS" | tee -a "$OUT"
 
 PID="" PORT="" WORK=""
 stop_server() {
@@ -100,8 +110,13 @@ start_server() {
     for _ in $(seq 300); do redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && return 0; sleep 0.1; done
     echo "redis-server did not start: $(tail -5 "$WORK/redis.log")" >&2; exit 1
   else
-    "$FTLD" --size 8G --port 0 --control "$WORK/ctl.sock" --kv-port 0 --kv-fsync "$fsync" \
-      "$@" "$WORK/backing.img" > "$WORK/ftld.log" 2>&1 &
+    local bin="$FTLD" extra=()
+    if [[ "$server" == ftldb ]]; then
+      bin="$FTLD_B"
+      read -r -a extra <<< "$FTLD_B_FLAGS"
+    fi
+    "$bin" --size 8G --port 0 --control "$WORK/ctl.sock" --kv-port 0 --kv-fsync "$fsync" \
+      "$@" "${extra[@]}" "$WORK/backing.img" > "$WORK/ftld.log" 2>&1 &
     PID=$!
     for _ in $(seq 300); do
       PORT="$(grep -oP 'RESP listening on 127\.0\.0\.1:\K\d+' "$WORK/ftld.log" || true)"
@@ -129,6 +144,13 @@ for ((round = 0; round < ROUNDS; round++)); do
   for fsync in $FSYNCS; do
     servers="ftld redis"
     ((round % 2)) && servers="redis ftld"
+    if [[ -n "$FTLD_B" ]]; then
+      case $((round % 3)) in
+        0) servers="ftld ftldb redis" ;;
+        1) servers="ftldb redis ftld" ;;
+        2) servers="redis ftld ftldb" ;;
+      esac
+    fi
     for server in $servers; do
       start_server "$server" "$fsync" --kv-buffer-pages "$BUFFER_PAGES"
       for p in $PIPES; do
@@ -208,5 +230,13 @@ for (fsync, p, test) in sorted({k[:3] for k in rows}, key=lambda k: (k[0], int(k
     print(f"| {fsync} | {p} | {test} | {fo:,.0f} | {ro:,.0f} | {fo / ro:.2f}x | "
           f"{med(f, 'p50_ms'):.2f} / {med(f, 'p99_ms'):.2f} | {med(r, 'p50_ms'):.2f} / {med(r, 'p99_ms'):.2f} | "
           f"{med(f, 'write_bytes') / 1e6:.1f} | {med(r, 'write_bytes') / 1e6:.1f} |")
+if any(k[3] == "ftldb" for k in rows):
+    print("\n| fsync | -P | test | ftld ops/s | ftldb ops/s | ftldb / ftld | ftldb / redis | ftldb p50/p99 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (fsync, p, test) in sorted({k[:3] for k in rows}, key=lambda k: (k[0], int(k[1]), k[2])):
+        f, b, r = (rows.get((fsync, p, test, x), []) for x in ("ftld", "ftldb", "redis"))
+        fo, bo, ro = med(f, "ops"), med(b, "ops"), med(r, "ops")
+        print(f"| {fsync} | {p} | {test} | {fo:,.0f} | {bo:,.0f} | {bo / fo:.2f}x | {bo / ro:.2f}x | "
+              f"{med(b, 'p50_ms'):.2f} / {med(b, 'p99_ms'):.2f} |")
 EOF
 echo "raw results: $OUT"
