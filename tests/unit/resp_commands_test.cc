@@ -38,9 +38,13 @@ class RespCommandsTest : public ::testing::Test {
   }
   void TearDown() override {
     databases_.reset();
-    if (kv_) ASSERT_OK(kv_->CloseAll());
+    if (kv_) {
+      ASSERT_OK(kv_->CloseAll());
+    }
     kv_.reset();
-    if (pool_) ASSERT_OK(pool_->Close());
+    if (pool_) {
+      ASSERT_OK(pool_->Close());
+    }
   }
 
   // A new client on database 0.
