@@ -557,7 +557,9 @@ TEST(KvPdl, BatchesAcrossModesAgainstModel) {
         if (v) model[k] = *v;
         else model.erase(k);
       }
-      if (rng() % 50 == 0) ASSERT_OK(s->Flush());
+      if (rng() % 50 == 0) {
+        ASSERT_OK(s->Flush());
+      }
     }
     // Half the rounds end without a clean close: only what was flushed
     // counts, which here is everything (the last op is flushed first).
@@ -735,7 +737,9 @@ TEST(KvPdl, LogCleaningKeepsTheReplayShort) {
   ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
   EXPECT_LT(s->Stats().diff_load_reads, 64u + 64 + 64 + 2) << "replay read more than the live log";
   for (int i = 0; i < 3000; i += 40)
-    if (i <= 1000 || i > 1300) EXPECT_EQ(*s->Get(Key(i)), "cold") << i;
+    if (i <= 1000 || i > 1300) {
+      EXPECT_EQ(*s->Get(Key(i)), "cold") << i;
+    }
   EXPECT_EQ(*s->Get(Key(1001 + 29999 % 300)), "29999");
   EXPECT_EQ(*s->Get(Key(2)), std::string(80, 'a'));
 }
