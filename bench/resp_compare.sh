@@ -13,6 +13,7 @@
 #                         [--large-keys 1000000] [--no-large] [--quick]
 #                         [--buffer-pages 65536] [--out FILE]
 #                         [--ftld-b PATH] [--ftld-b-flags "..."]
+#                         [--ftld-flags "..."] [--size 8G]
 #
 # Each run: redis-benchmark -t TEST -P P -c 50 -r 1000000 -d 100 -n N
 # (N = --sync-requests with fsync always at -P 1, else --requests), one
@@ -30,6 +31,9 @@
 # buffer's (INFO ipl) and each server's resident memory (VmRSS; redis-server
 # holds every key in memory).
 #
+# ftld runs on a sparse --size backing file in --dir, with --ftld-flags
+# added to its command line (e.g. "--preallocate").
+#
 # --ftld-b: a second ftld build (or the same with --ftld-b-flags) as a
 # third server, "ftldb", started fresh in every round beside the others
 # (the order rotating), for an A/B of ftld itself in the same run; its
@@ -45,6 +49,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FTLD="$here/../build/daemon/ftld" DIR=/var/tmp/respbench REQ=200000 SYNC_REQ=50000
 ROUNDS=2 FSYNCS="always everysec" PIPES="1 16" TESTS="set,get,incr,mset" OUT=""
 LARGE=1 LARGE_KEYS=1000000 BUFFER_PAGES=65536 FTLD_B="" FTLD_B_FLAGS=""
+FTLD_FLAGS="" SIZE=8G
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ftld) FTLD="$2"; shift 2 ;;
@@ -60,9 +65,11 @@ while [[ $# -gt 0 ]]; do
     --buffer-pages) BUFFER_PAGES="$2"; shift 2 ;;
     --ftld-b) FTLD_B="$2"; shift 2 ;;
     --ftld-b-flags) FTLD_B_FLAGS="$2"; shift 2 ;;
+    --ftld-flags) FTLD_FLAGS="$2"; shift 2 ;;
+    --size) SIZE="$2"; shift 2 ;;
     --quick) REQ=20000; SYNC_REQ=5000; ROUNDS=1; LARGE_KEYS=100000; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -75,7 +82,7 @@ mkdir -p "$DIR"
 OUT="${OUT:-$DIR/resp_compare-$(date +%Y%m%d-%H%M%S).txt}"
 : > "$OUT"
 echo "# $(date -Is) $(uptime)" | tee -a "$OUT"
-echo "# ftld $FTLD (--kv-buffer-pages $BUFFER_PAGES; 1024 in the large run); $(redis-server --version)" | tee -a "$OUT"
+echo "# ftld $FTLD --size $SIZE $FTLD_FLAGS (--kv-buffer-pages $BUFFER_PAGES; 1024 in the large run); $(redis-server --version)" | tee -a "$OUT"
 [[ -n "$FTLD_B" ]] && echo "# ftldb $FTLD_B $FTLD_B_FLAGS" | tee -a "$OUT"
 
 PID="" PORT="" WORK=""
@@ -110,12 +117,14 @@ start_server() {
     for _ in $(seq 300); do redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && return 0; sleep 0.1; done
     echo "redis-server did not start: $(tail -5 "$WORK/redis.log")" >&2; exit 1
   else
-    local bin="$FTLD" extra=()
+    local bin="$FTLD" extra=() more=()
+    read -r -a extra <<< "$FTLD_FLAGS"
     if [[ "$server" == ftldb ]]; then
       bin="$FTLD_B"
-      read -r -a extra <<< "$FTLD_B_FLAGS"
+      read -r -a more <<< "$FTLD_B_FLAGS"
+      extra+=("${more[@]}")
     fi
-    "$bin" --size 8G --port 0 --control "$WORK/ctl.sock" --kv-port 0 --kv-fsync "$fsync" \
+    "$bin" --size "$SIZE" --port 0 --control "$WORK/ctl.sock" --kv-port 0 --kv-fsync "$fsync" \
       "$@" "${extra[@]}" "$WORK/backing.img" > "$WORK/ftld.log" 2>&1 &
     PID=$!
     for _ in $(seq 300); do
