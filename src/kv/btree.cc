@@ -70,6 +70,11 @@ absl::StatusOr<std::string> BTree::ValueOf(const Entry& e) {
   return e.value;
 }
 
+absl::StatusOr<std::string> BTree::ValueOf(const Page::Ref& e) {
+  if (e.blob) return buf_->ReadBlob(*e.blob);
+  return std::string(e.value);
+}
+
 absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
   Path path;
   absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &path);
@@ -86,13 +91,13 @@ absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
     // The page needs loading (its in-page log): the whole way down again.
     Path full;
     if (absl::Status s = Descend(key, &full); !s.ok()) return s;
-    const Entry* e = full.frames.back()->page.Find(key);
+    std::optional<Page::Ref> e = full.frames.back()->page.Find(key);
     if (!e) return std::optional<std::string>();
     absl::StatusOr<std::string> v = ValueOf(*e);
     if (!v.ok()) return v.status();
     return std::optional<std::string>(std::move(*v));
   }
-  const Entry* e = path.frames.back()->page.Find(key);
+  std::optional<Page::Ref> e = path.frames.back()->page.Find(key);
   if (!e) return std::optional<std::string>();
   absl::StatusOr<std::string> v = ValueOf(*e);
   if (!v.ok()) return v.status();
@@ -109,9 +114,9 @@ absl::StatusOr<bool> BTree::Contains(std::string_view key) {
     if (p->answered) return p->entry.has_value();
     Path full;
     if (absl::Status s = Descend(key, &full); !s.ok()) return s;
-    return full.frames.back()->page.Find(key) != nullptr;
+    return full.frames.back()->page.Find(key).has_value();
   }
-  return path.frames.back()->page.Find(key) != nullptr;
+  return path.frames.back()->page.Find(key).has_value();
 }
 
 absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind) {
@@ -130,8 +135,8 @@ absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind
   }
   Frame* leaf = path.frames.back();
   if (inline_value) {
-    if (const Entry* old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
-    if (absl::Status s = buf_->ChangePut(leaf, key, value); !s.ok()) return s;
+    // (The value it replaces, if kept outside pages, is freed.)
+    if (absl::Status s = buf_->ChangePut(leaf, key, value, /*free_replaced=*/true); !s.ok()) return s;
     return SplitIfFull(&path, path.frames.size() - 1);
   }
   LogEntry e;
@@ -140,7 +145,7 @@ absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind
   if (!r.ok()) return r.status();
   e.op = LogOp::kPutBlob;
   e.blob = *r;
-  if (const Entry* old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
+  if (std::optional<Page::Ref> old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
   if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
   return SplitIfFull(&path, path.frames.size() - 1);
 }
@@ -171,7 +176,7 @@ absl::StatusOr<std::optional<bool>> BTree::Delete(std::string_view key, bool bli
 
 absl::StatusOr<std::optional<bool>> BTree::DeleteIn(std::string_view key, Path* path) {
   Frame* leaf = path->frames.back();
-  const Entry* old = leaf->page.Find(key);
+  std::optional<Page::Ref> old = leaf->page.Find(key);
   if (!old) return std::optional<bool>(false);
   if (old->blob) buf_->FreeBlob(*old->blob);
   LogEntry e;
@@ -191,16 +196,15 @@ absl::Status BTree::SplitIfFull(Path* path, size_t level) {
   // the TRUNC logged below (its change, applied as any change is).
   std::vector<Entry> upper = f->page.UpperHalf();
   std::string sep = upper.front().key;
-  absl::StatusOr<Frame*> n = buf_->Allocate(f->page.image().type);
+  absl::StatusOr<Frame*> n = buf_->Allocate(f->page.type());
   if (!n.ok()) return n.status();
-  PageImage& img = (*n)->page.mutable_image();
+  Page& np = (*n)->page;
   if (f->page.leaf()) {
-    img.entries = std::move(upper);
+    np.Assign(upper);
   } else {
-    img.first_child = upper.front().child;
-    img.entries.assign(std::make_move_iterator(upper.begin() + 1), std::make_move_iterator(upper.end()));
+    np.set_first_child(upper.front().child);
+    np.Assign(std::span<const Entry>(upper).subspan(1));
   }
-  (*n)->page.Recount();
   uint32_t new_id = (*n)->id;
   buf_->Unpin(*n);
   LogEntry trunc;
@@ -219,7 +223,7 @@ absl::Status BTree::SplitIfFull(Path* path, size_t level) {
 absl::Status BTree::SplitRoot(Frame* root) {
   Page lower = root->page;
   std::vector<Entry> upper = lower.SplitUpper();
-  PageType type = root->page.image().type;
+  PageType type = root->page.type();
   absl::StatusOr<Frame*> a = buf_->Allocate(type);
   if (!a.ok()) return a.status();
   absl::StatusOr<Frame*> b = buf_->Allocate(type);
@@ -228,29 +232,24 @@ absl::Status BTree::SplitRoot(Frame* root) {
     return b.status();
   }
   std::string sep = upper.front().key;
-  PageImage& ai = (*a)->page.mutable_image();
-  ai.first_child = root->page.image().first_child;
-  ai.entries = std::move(lower.mutable_image().entries);
-  PageImage& bi = (*b)->page.mutable_image();
+  Page& ap = (*a)->page;
+  ap.set_first_child(root->page.first_child());
+  ap.Assign(lower.image().entries);
+  Page& bp = (*b)->page;
   if (type == PageType::kLeaf) {
-    bi.entries = std::move(upper);
+    bp.Assign(upper);
   } else {
-    bi.first_child = upper.front().child;
-    bi.entries.assign(std::make_move_iterator(upper.begin() + 1), std::make_move_iterator(upper.end()));
+    bp.set_first_child(upper.front().child);
+    bp.Assign(std::span<const Entry>(upper).subspan(1));
   }
-  (*a)->page.Recount();
-  (*b)->page.Recount();
   // The root is written whole: it becomes an inner page over the two.
   buf_->MarkRewrite(root);
-  PageImage& ri = root->page.mutable_image();
-  ri.type = PageType::kInner;
-  ri.first_child = (*a)->id;
   Entry e;
   e.key = sep;
   e.child = (*b)->id;
-  ri.entries.clear();
-  ri.entries.push_back(std::move(e));
-  root->page.Recount();
+  root->page.Reset(PageType::kInner);
+  root->page.set_first_child((*a)->id);
+  root->page.Assign(std::span<const Entry>(&e, 1));
   ++buf_->meta().height;
   buf_->Unpin(*a);
   buf_->Unpin(*b);
@@ -263,10 +262,10 @@ absl::Status BTree::ScanPage(uint32_t id, std::string_view from, std::string_vie
   if (!fr.ok()) return fr.status();
   Frame* f = *fr;
   absl::Status status;
-  const PageImage& img = f->page.image();
-  if (f->page.leaf()) {
-    for (size_t i = f->page.LowerBound(from); i < img.entries.size(); ++i) {
-      const Entry& e = img.entries[i];
+  const Page& page = f->page;
+  if (page.leaf()) {
+    for (size_t i = page.LowerBound(from); i < page.count(); ++i) {
+      const Page::Ref e = page.entry(i);
       if ((!to.empty() && e.key >= to) || out->size() >= limit) {
         *done = true;
         break;
@@ -284,9 +283,9 @@ absl::Status BTree::ScanPage(uint32_t id, std::string_view from, std::string_vie
     // Children from the one holding `from` on; copy ids first (loading
     // may evict nothing pinned, but the entries vector may not change).
     std::vector<std::pair<std::string, uint32_t>> kids;
-    for (int i = pos; i < int(img.entries.size()); ++i)
-      kids.emplace_back(i < 0 ? std::string() : img.entries[size_t(i)].key,
-                        i < 0 ? img.first_child : img.entries[size_t(i)].child);
+    for (int i = pos; i < int(page.count()); ++i)
+      kids.emplace_back(i < 0 ? std::string() : std::string(page.key(size_t(i))),
+                        i < 0 ? page.first_child() : page.entry(size_t(i)).child);
     for (const auto& [lo, kid] : kids) {
       if (!to.empty() && !lo.empty() && lo >= to) {
         *done = true;

@@ -71,6 +71,7 @@ class BTree {
   absl::Status ScanPage(uint32_t id, std::string_view from, std::string_view to, size_t limit,
                         std::vector<std::pair<std::string, std::string>>* out, bool* done);
   absl::StatusOr<std::string> ValueOf(const Entry& e);
+  absl::StatusOr<std::string> ValueOf(const Page::Ref& e);
 
   BufferPool* buf_;
 };

@@ -78,15 +78,15 @@ bool PageInfo::MayHold(std::string_view key) const {
 
 void BufferPool::Remember(Frame& f) {
   PageInfo& info = Info(f.id);
-  const PageImage& img = f.page.image();
-  info.epoch = img.epoch;
+  const Page& page = f.page;
+  info.epoch = page.epoch();
   info.bytes = uint32_t(f.page.bytes());
   info.known = true;
   info.filtered = false;
   f.remembered = f.page.version();
-  if (img.type != PageType::kLeaf || mode_ != KvMode::kPdl) return;
+  if (!page.leaf() || mode_ != KvMode::kPdl) return;
   info.ClearFilter();
-  for (const Entry& e : img.entries) info.AddKey(e.key);
+  for (size_t i = 0; i < page.count(); ++i) info.AddKey(page.key(i));
 }
 
 PageInfo& BufferPool::Info(uint32_t id) {
@@ -102,9 +102,12 @@ absl::Status BufferPool::LoadDiffs() {
 
 namespace {
 
-void CollectBlobs(const PageImage& img, std::vector<std::pair<std::string, BlobRef>>* out) {
-  for (const Entry& e : img.entries)
-    if (e.blob) out->emplace_back(e.key, *e.blob);
+void CollectBlobs(const Page& page, std::vector<std::pair<std::string, BlobRef>>* out) {
+  if (!page.leaf()) return;
+  for (size_t i = 0; i < page.count(); ++i) {
+    Page::Ref e = page.entry(i);
+    if (e.blob) out->emplace_back(std::string(e.key), *e.blob);
+  }
 }
 
 }  // namespace
@@ -113,7 +116,7 @@ absl::Status BufferPool::ApplyDiff(uint32_t id, Page* p,
                                    std::vector<std::pair<std::string, BlobRef>>* base_blobs) {
   const DiffLog::PageDiff* d = diffs_.Find(id);
   if (!d) return absl::OkStatus();
-  const uint32_t epoch = p->image().epoch;
+  const uint32_t epoch = p->epoch();
   if (d->epoch < epoch) {  // the page was written whole since (a merge of another mode)
     diffs_.Drop(id);
     return absl::OkStatus();
@@ -121,7 +124,7 @@ absl::Status BufferPool::ApplyDiff(uint32_t id, Page* p,
   if (d->epoch > epoch)
     return absl::DataLossError(absl::StrFormat(
         "page %d is at epoch %d but the differential log has changes of epoch %d", id, epoch, d->epoch));
-  if (base_blobs) CollectBlobs(p->image(), base_blobs);
+  if (base_blobs) CollectBlobs(*p, base_blobs);
   return ForEachLogEntry(std::as_bytes(std::span(d->bytes.data(), d->bytes.size())),
                          [p](const LogEntryView& e) { return p->ApplyView(e); });
 }
@@ -214,16 +217,16 @@ absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
     return absl::DataLossError(absl::StrFormat("page %d: %s", id, img.status().message()));
   if (img->type == PageType::kNone)
     return absl::DataLossError(absl::StrFormat("page %d was never written", id));
-  Page p(std::move(*img));
-  if (p.image().has_log) {
+  Page p(*img);
+  if (p.has_log()) {
     absl::StatusOr<LogArea> log = ReadLogOnce(id);
     if (!log.ok()) return log.status();
-    if (log->epoch == p.image().epoch)
+    if (log->epoch == p.epoch())
       for (LogEntry& e : log->entries)
         if (absl::Status s = p.Apply(std::move(e)); !s.ok()) return s;
   }
   if (absl::Status s = ApplyDiff(id, &p, nullptr); !s.ok()) return s;
-  return std::move(p.mutable_image());
+  return p.image();
 }
 
 absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
@@ -242,20 +245,19 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
     return s;
   ++stats_.page_reads;
   auto f = std::make_unique<Frame>();
-  if (absl::Status s = DecodePageInto(read_buf_, &f->page.mutable_image()); !s.ok())
+  if (absl::Status s = f->page.Decode(read_buf_); !s.ok())
     return absl::DataLossError(absl::StrFormat("page %d: %s", id, s.message()));
-  if (f->page.image().type == PageType::kNone)
+  if (f->page.type() == PageType::kNone)
     return absl::DataLossError(absl::StrFormat("page %d was never written", id));
-  f->page.Recount();
   f->id = id;
-  bool has_log = f->page.image().has_log;
+  bool has_log = f->page.has_log();
   if (mode_ == KvMode::kPdl) {
     // Its in-page log (written by an IPL mode), read once: the frame keeps
     // no log blocks.
     if (has_log) {
       absl::StatusOr<LogArea> log = ReadLogOnce(id);
       if (!log.ok()) return log.status();
-      if (log->epoch == f->page.image().epoch)
+      if (log->epoch == f->page.epoch())
         for (LogEntry& e : log->entries)
           if (absl::Status s = f->page.Apply(std::move(e)); !s.ok()) return s;
     }
@@ -268,7 +270,7 @@ absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
     }
     f->log_epoch = log->epoch;
     f->log_used = log->used;
-    if (log->epoch == f->page.image().epoch) {
+    if (log->epoch == f->page.epoch()) {
       for (const LogEntry& e : log->entries) {
         if (absl::Status s = f->page.Apply(e); !s.ok()) {
           ReleaseLogBlocks(id);
@@ -307,7 +309,7 @@ absl::StatusOr<Frame*> BufferPool::Allocate(PageType type) {
   img.type = type;
   img.epoch = 1;
   img.has_log = ipl();
-  f->page = Page(std::move(img));
+  f->page = Page(img);
   PageInfo& info = Info(id);
   info.epoch = 1;
   info.bytes = uint32_t(f->page.bytes());
@@ -334,7 +336,7 @@ void BufferPool::MarkRewrite(Frame* f) {
   if (f->id == probe_page_) probe_page_ = kNoPage;  // its media image changes
   if (f->rewrite) return;
   f->rewrite = true;
-  ++f->page.mutable_image().epoch;  // empties its log
+  f->page.set_epoch(f->page.epoch() + 1);  // empties its log
   f->log_used = 0;
   rewrite_ids_.insert(f->id);
   if (const DiffLog::PageDiff* d = diffs_.Find(f->id)) {
@@ -360,7 +362,7 @@ void BufferPool::MarkRewrite(Frame* f) {
     }
     if (!maybe.empty()) {
       std::vector<std::pair<std::string, BlobRef>> live;
-      CollectBlobs(f->page.image(), &live);
+      CollectBlobs(f->page, &live);
       for (const auto& m : maybe) {
         if (moved && m.first >= *moved) continue;
         const BlobRef& r = m.second;
@@ -368,11 +370,11 @@ void BufferPool::MarkRewrite(Frame* f) {
           freed_blobs_.push_back(r);
       }
     }
-    diffs_.Reset(f->id, f->page.image().epoch);
+    diffs_.Reset(f->id, f->page.epoch());
   }
   f->base_blobs.clear();
   PageInfo& info = Info(f->id);
-  info.epoch = f->page.image().epoch;
+  info.epoch = f->page.epoch();
   info.known = true;
 }
 
@@ -381,12 +383,15 @@ absl::Status BufferPool::Change(Frame* f, const LogEntry& e) {
   return Record(f, EncodeLogEntry(e));
 }
 
-absl::Status BufferPool::ChangePut(Frame* f, std::string_view key, std::string_view value) {
+absl::Status BufferPool::ChangePut(Frame* f, std::string_view key, std::string_view value,
+                                   bool free_replaced) {
   LogEntryView v;
   v.op = LogOp::kPut;
   v.key = key;
   v.value = value;
-  if (absl::Status s = f->page.ApplyView(v); !s.ok()) return s;
+  std::optional<BlobRef> replaced;
+  if (absl::Status s = f->page.ApplyView(v, &replaced); !s.ok()) return s;
+  if (free_replaced && replaced) FreeBlob(*replaced);
   InlineEntry buf;
   return Record(f, std::span<const std::byte>(buf.data(), EncodePutEntry(key, value, buf)));
 }
@@ -395,19 +400,19 @@ absl::Status BufferPool::Record(Frame* f, std::span<const std::byte> entry) {
   Info(f->id).bytes = uint32_t(f->page.bytes());
   if (f->rewrite) return absl::OkStatus();
   if (mode_ == KvMode::kPdl) {
-    diffs_.Append(f->id, f->page.image().epoch, entry);
+    diffs_.Append(f->id, f->page.epoch(), entry);
     ++stats_.diff_records;
     return absl::OkStatus();
   }
   // A page written without the "has log" flag (by kInPlace or kPdl) is
   // read by those modes without its log area, so an IPL mode writes it
   // whole once (with the flag) rather than logging a change it would hide.
-  if (mode_ == KvMode::kInPlace || !f->page.image().has_log) {
+  if (mode_ == KvMode::kInPlace || !f->page.has_log()) {
     MarkRewrite(f);
     return absl::OkStatus();
   }
   size_t room = layout_.log_area_bytes() - kLogHeaderBytes;
-  uint32_t epoch = f->page.image().epoch;
+  uint32_t epoch = f->page.epoch();
   if (f->log_epoch != epoch) f->log_used = 0;
   if (f->log_used + entry.size() > room) {
     ++stats_.bombs;

@@ -108,8 +108,10 @@ class BufferPool {
   // Applies `e` to the page and logs it (see above).
   absl::Status Change(Frame* f, const LogEntry& e);
   // The same for a PUT of an inline value (BTree::FitsInline), without
-  // building a LogEntry.
-  absl::Status ChangePut(Frame* f, std::string_view key, std::string_view value);
+  // building a LogEntry. With `free_replaced`, a value outside pages that
+  // the put replaces is freed (FreeBlob).
+  absl::Status ChangePut(Frame* f, std::string_view key, std::string_view value,
+                         bool free_replaced = false);
   // kPdl: whether a change of `bytes` (encoded page entry, 0 for a delete)
   // to page `id` can be logged without reading it: it is not in the
   // buffer, its epoch is known and it stays within a page.

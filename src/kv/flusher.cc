@@ -27,7 +27,7 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
   {
     absl::StatusOr<Frame*> root = b.Get(0);
     if (!root.ok()) return root.status();
-    if ((*root)->page.image().meta != b.meta()) {
+    if ((*root)->page.meta() != b.meta()) {
       LogEntry e;
       e.op = LogOp::kMeta;
       e.meta = b.meta();
@@ -42,8 +42,8 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     FlushPlan::Piece piece;
     piece.lba = l.PageLba(f->id);
     piece.bytes.resize(l.geo.page_bytes);
-    f->page.mutable_image().has_log = b.mode() == KvMode::kIpl || b.mode() == KvMode::kIplMerge;
-    EncodePage(f->page.image(), piece.bytes);
+    f->page.set_has_log(b.mode() == KvMode::kIpl || b.mode() == KvMode::kIplMerge);
+    f->page.Encode(piece.bytes);
     p.pieces.push_back(std::move(piece));
     ++p.add.page_writes;
   };
@@ -86,7 +86,7 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
       if (it != b.frames().end()) {
         Frame* f = it->second.get();
         if (!f->rewrite) {  // rewritten with its unit: a new epoch empties its log
-          ++f->page.mutable_image().epoch;
+          f->page.set_epoch(f->page.epoch() + 1);
           f->log_used = 0;
           f->rewrite = true;
         }

@@ -165,7 +165,7 @@ absl::Status KvStoreImpl::Start() {
   if (absl::Status s = buf_.LoadDiffs(); !s.ok()) return s;
   absl::StatusOr<Frame*> root = buf_.Get(0);  // next_page starts at 1
   if (!root.ok()) return root.status();
-  buf_.meta() = (*root)->page.image().meta;
+  buf_.meta() = (*root)->page.meta();
   buf_.Unpin(*root);
   if (read_only_ || mode_ == KvMode::kPdl || buf_.diffs().pages() == 0) return absl::OkStatus();
   // Another mode than kPdl keeps no differentials: write every page that

@@ -3,15 +3,12 @@
 #include "kv/page.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "util/encoding.h"
 
 namespace ftl::kv {
-
-Page::Page(PageImage img) : img_(std::move(img)) { Recount(); }
-
-void Page::Recount() {
-  bytes_ = kPageHeaderBytes;
-  for (const Entry& e : img_.entries) bytes_ += EntryBytes(img_.type, e);
-}
 
 namespace {
 
@@ -30,149 +27,397 @@ bool SharesPrefix(std::string_view key, std::string_view with, size_t p) {
   return key.size() >= p && with.size() >= p && key.substr(0, p) == with.substr(0, p);
 }
 
+const std::byte* B(const char* p) { return reinterpret_cast<const std::byte*>(p); }
+std::byte* B(char* p) { return reinterpret_cast<std::byte*>(p); }
+
+// Encoded size of an entry (kv_format.h, "entry").
+size_t EntryLen(PageType type, size_t klen, size_t vlen, bool blob) {
+  if (type == PageType::kInner) return 2 + klen + 4;
+  return 3 + klen + (blob ? 12 : 2 + vlen);
+}
+
 }  // namespace
+
+Entry Page::Ref::ToEntry() const {
+  Entry e;
+  e.key = std::string(key);
+  e.value = std::string(value);
+  e.blob = blob;
+  e.child = child;
+  return e;
+}
+
+Page::Page(const PageImage& img)
+    : type_(img.type),
+      has_log_(img.has_log),
+      epoch_(img.epoch),
+      first_child_(img.first_child),
+      meta_(img.meta) {
+  Assign(img.entries);
+}
+
+Page::Ref Page::entry(size_t i) const {
+  const Slot& s = slots_[i];
+  const char* p = arena_.data() + s.off;
+  Ref r;
+  if (type_ == PageType::kInner) {
+    r.key = std::string_view(p + 2, s.klen);
+    r.child = util::GetU32(B(p + 2 + s.klen));
+    return r;
+  }
+  r.key = std::string_view(p + 3, s.klen);
+  const char* v = p + 3 + s.klen;
+  if (uint8_t(p[2]) == 1) {
+    r.blob = BlobRef{util::GetU32(B(v)), util::GetU32(B(v + 4)), util::GetU32(B(v + 8))};
+  } else {
+    r.value = std::string_view(v + 2, util::GetU16(B(v)));
+  }
+  return r;
+}
+
+Page::Slot Page::AppendEntry(std::string_view key, std::string_view value,
+                             const std::optional<BlobRef>& blob, uint32_t child) {
+  Slot s;
+  s.off = uint32_t(arena_.size());
+  s.klen = uint16_t(key.size());
+  s.len = uint32_t(EntryLen(type_, key.size(), value.size(), blob.has_value()));
+  arena_.resize(arena_.size() + s.len);
+  char* p = arena_.data() + s.off;
+  util::PutU16(B(p), uint16_t(key.size()));
+  if (type_ == PageType::kInner) {
+    std::memcpy(p + 2, key.data(), key.size());
+    util::PutU32(B(p + 2 + key.size()), child);
+    s.child = child;
+    return s;
+  }
+  p[2] = char(blob ? 1 : 0);
+  std::memcpy(p + 3, key.data(), key.size());
+  char* v = p + 3 + key.size();
+  if (blob) {
+    util::PutU32(B(v), blob->lba);
+    util::PutU32(B(v + 4), blob->len);
+    util::PutU32(B(v + 8), blob->csum);
+  } else {
+    util::PutU16(B(v), uint16_t(value.size()));
+    if (!value.empty()) std::memcpy(v + 2, value.data(), value.size());
+  }
+  return s;
+}
+
+void Page::DropFrom(size_t from) {
+  for (size_t i = from; i < slots_.size(); ++i) {
+    dead_ += slots_[i].len;
+    bytes_ -= slots_[i].len;
+  }
+  slots_.resize(from);
+}
+
+void Page::MaybeCompact() {
+  if (dead_ <= 1024 || dead_ < arena_.size() / 2) return;
+  std::string live;
+  live.resize(arena_.size() - dead_);
+  size_t at = 0;
+  for (Slot& s : slots_) {
+    std::memcpy(live.data() + at, arena_.data() + s.off, s.len);
+    s.off = uint32_t(at);
+    at += s.len;
+  }
+  live.resize(at);
+  arena_.swap(live);
+  dead_ = 0;
+}
+
+void Page::HeaderChanged() {
+  // The entries are unchanged: a current search index stays current.
+  const bool heads = HeadsCurrent();
+  ++version_;
+  if (heads) heads_.version = version_;
+}
+
+void Page::Assign(std::span<const Entry> sorted) {
+  ++version_;
+  slots_.clear();
+  arena_.clear();
+  dead_ = 0;
+  bytes_ = kPageHeaderBytes;
+  slots_.reserve(sorted.size());
+  for (const Entry& e : sorted) {
+    slots_.push_back(AppendEntry(e.key, e.value, e.blob, e.child));
+    bytes_ += slots_.back().len;
+  }
+}
+
+void Page::Reset(PageType type) {
+  type_ = type;
+  Assign({});
+}
+
+absl::Status Page::Decode(std::span<const std::byte> in) {
+  ++version_;
+  type_ = PageType::kNone;
+  has_log_ = true;
+  epoch_ = 0;
+  first_child_ = kNoPage;
+  meta_ = Meta{};
+  slots_.clear();
+  arena_.clear();
+  dead_ = 0;
+  bytes_ = kPageHeaderBytes;
+  if (in.size() < kPageHeaderBytes) return absl::DataLossError("page shorter than its header");
+  const uint16_t magic = util::GetU16(&in[0]);
+  if (magic == 0) {
+    bool zero = std::all_of(in.begin(), in.begin() + kPageHeaderBytes,
+                            [](std::byte b) { return b == std::byte{0}; });
+    if (zero) return absl::OkStatus();  // never written
+  }
+  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
+  const PageType type = PageType(uint8_t(in[2]));
+  if (type != PageType::kLeaf && type != PageType::kInner)
+    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(type)));
+  type_ = type;
+  has_log_ = (uint8_t(in[3]) & 1) != 0;
+  const uint16_t count = util::GetU16(&in[4]);
+  epoch_ = util::GetU32(&in[8]);
+  first_child_ = util::GetU32(&in[12]);
+  meta_.next_page = util::GetU32(&in[16]);
+  meta_.blob_next = util::GetU32(&in[20]);
+  meta_.height = util::GetU32(&in[24]);
+  // Walk the entries to find where each starts and ends, then copy them
+  // all at once.
+  slots_.resize(count);
+  size_t at = kPageHeaderBytes;
+  const size_t end = in.size();
+  for (Slot& s : slots_) {
+    if (at + 2 > end) return absl::DataLossError("page entries run past its end");
+    const size_t klen = util::GetU16(&in[at]);
+    size_t len;
+    if (type_ == PageType::kInner) {
+      len = 2 + klen + 4;
+      if (at + len > end) return absl::DataLossError("page entries run past its end");
+      s.child = util::GetU32(&in[at + 2 + klen]);
+    } else {
+      s.child = kNoPage;
+      if (at + 3 + klen > end) return absl::DataLossError("page entries run past its end");
+      const uint8_t vkind = uint8_t(in[at + 2]);
+      if (vkind == 1) {
+        len = 3 + klen + 12;
+      } else {
+        if (at + 3 + klen + 2 > end) return absl::DataLossError("page entries run past its end");
+        len = 3 + klen + 2 + util::GetU16(&in[at + 3 + klen]);
+      }
+    }
+    if (at + len > end) return absl::DataLossError("page entries run past its end");
+    s.off = uint32_t(at - kPageHeaderBytes);
+    s.klen = uint16_t(klen);
+    s.len = uint32_t(len);
+    at += len;
+  }
+  arena_.assign(reinterpret_cast<const char*>(in.data()) + kPageHeaderBytes, at - kPageHeaderBytes);
+  bytes_ = at;
+  return absl::OkStatus();
+}
+
+void Page::Encode(std::span<std::byte> out) const {
+  std::byte* o = out.data();
+  std::memset(o, 0, kPageHeaderBytes);
+  util::PutU16(o, kPageMagic);
+  o[2] = std::byte(uint8_t(type_));
+  o[3] = std::byte(has_log_ ? 1 : 0);
+  util::PutU16(o + 4, uint16_t(slots_.size()));
+  util::PutU32(o + 8, epoch_);
+  util::PutU32(o + 12, first_child_);
+  util::PutU32(o + 16, meta_.next_page);
+  util::PutU32(o + 20, meta_.blob_next);
+  util::PutU32(o + 24, meta_.height);
+  size_t at = kPageHeaderBytes;
+  for (const Slot& s : slots_) {
+    size_t n = std::min<size_t>(s.len, out.size() - at);
+    std::memcpy(o + at, arena_.data() + s.off, n);
+    at += n;
+  }
+  if (at < out.size()) std::memset(o + at, 0, out.size() - at);
+}
+
+PageImage Page::image() const {
+  PageImage img;
+  img.type = type_;
+  img.has_log = has_log_;
+  img.epoch = epoch_;
+  img.first_child = first_child_;
+  img.meta = meta_;
+  img.entries.reserve(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) img.entries.push_back(entry(i).ToEntry());
+  return img;
+}
 
 bool Page::HeadsCurrent() const { return heads_.built && heads_.version == version_; }
 
 void Page::BuildHeads() const {
-  const auto& ents = img_.entries;
   // Sorted keys: what the first and the last share, all share.
-  const std::string& a = ents.front().key;
-  const std::string& b = ents.back().key;
+  const std::string_view a = key(0);
+  const std::string_view b = key(slots_.size() - 1);
   size_t p = 0, n = std::min(a.size(), b.size());
   while (p < n && a[p] == b[p]) ++p;
   heads_.prefix = p;
-  heads_.shared.assign(a, 0, p);
-  heads_.of.resize(ents.size());
-  for (size_t i = 0; i < ents.size(); ++i) heads_.of[i] = HeadOf(ents[i].key, p);
+  heads_.shared.assign(a.substr(0, p));
+  heads_.of.resize(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) heads_.of[i] = HeadOf(key(i), p);
   heads_.built = true;
   heads_.version = version_;
 }
 
-size_t Page::Bound(std::string_view key, bool upper, bool* equal) const {
-  const auto& ents = img_.entries;
-  auto below = [](const Entry& e, std::string_view k) { return e.key < k; };
-  auto above = [](std::string_view k, const Entry& e) { return k < e.key; };
-  auto search = [&](auto b, auto e) {
-    size_t i = size_t((upper ? std::upper_bound(b, e, key, above) : std::lower_bound(b, e, key, below)) -
-                      ents.begin());
-    if (equal) *equal = !upper && i < ents.size() && ents[i].key == key;
-    return i;
+size_t Page::Bound(std::string_view k, bool upper, bool* equal) const {
+  const size_t n = slots_.size();
+  // Plain binary search over slots [b, e).
+  auto search = [&](size_t b, size_t e) {
+    while (b < e) {
+      size_t mid = b + (e - b) / 2;
+      bool go_right = upper ? !(k < key(mid)) : key(mid) < k;
+      if (go_right) b = mid + 1; else e = mid;
+    }
+    if (equal) *equal = !upper && b < n && key(b) == k;
+    return b;
   };
   if (equal) *equal = false;
-  if (ents.size() < kMinHeads) return search(ents.begin(), ents.end());
+  if (n < kMinHeads) return search(0, n);
   if (!HeadsCurrent()) BuildHeads();
   const size_t p = heads_.prefix;
-  int c = key.substr(0, p).compare(heads_.shared);
-  if (c < 0) return 0;             // below the shared prefix: below every key
-  if (c > 0) return ents.size();   // above it: above every key
-  // Same prefix: heads below `key`'s are below it, heads above above it;
+  int c = k.substr(0, p).compare(heads_.shared);
+  if (c < 0) return 0;  // below the shared prefix: below every key
+  if (c > 0) return n;  // above it: above every key
+  // Same prefix: heads below `k`'s are below it, heads above above it;
   // keys with the same head are compared whole.
-  uint64_t h = HeadOf(key, p);
+  uint64_t h = HeadOf(k, p);
   auto lo = std::lower_bound(heads_.of.begin(), heads_.of.end(), h);
   auto hi = std::upper_bound(lo, heads_.of.end(), h);
-  auto b = ents.begin() + (lo - heads_.of.begin());
-  auto e = ents.begin() + (hi - heads_.of.begin());
-  if (key.size() > p + 8) return search(b, e);
-  // `key` ends within its head, so among keys with the same prefix and
+  size_t b = size_t(lo - heads_.of.begin());
+  size_t e = size_t(hi - heads_.of.begin());
+  if (k.size() > p + 8) return search(b, e);
+  // `k` ends within its head, so among keys with the same prefix and
   // head the shorter ones are below it (the rest of its head is zeros), one
   // of its length is it, and longer ones are above it: lengths decide, and
   // no key's bytes are read.
-  auto by_length = upper ? std::upper_bound(b, e, key.size(),
-                                            [](size_t n, const Entry& x) { return n < x.key.size(); })
-                         : std::lower_bound(b, e, key.size(),
-                                            [](const Entry& x, size_t n) { return x.key.size() < n; });
-  size_t i = size_t(by_length - ents.begin());
-  if (equal) *equal = !upper && by_length != e && by_length->key.size() == key.size();
-  return i;
+  while (b < e) {
+    size_t mid = b + (e - b) / 2;
+    size_t len = slots_[mid].klen;
+    bool go_right = upper ? !(k.size() < len) : len < k.size();
+    if (go_right) b = mid + 1; else e = mid;
+  }
+  if (equal) *equal = !upper && b < size_t(hi - heads_.of.begin()) && slots_[b].klen == k.size();
+  return b;
 }
 
 size_t Page::LowerBound(std::string_view key) const { return Bound(key, false); }
 
-const Entry* Page::Find(std::string_view key) const {
+std::optional<Page::Ref> Page::Find(std::string_view key) const {
   bool equal;
   size_t i = Bound(key, false, &equal);
-  return equal ? &img_.entries[i] : nullptr;
+  if (!equal) return std::nullopt;
+  return entry(i);
 }
 
 uint32_t Page::ChildFor(std::string_view key, int* pos) const {
   // The last entry with key <= `key`: one before the first entry above it.
   int i = int(Bound(key, true)) - 1;
   if (pos) *pos = i;
-  return i < 0 ? img_.first_child : img_.entries[size_t(i)].child;
+  return i < 0 ? first_child_ : slots_[size_t(i)].child;
 }
 
-absl::Status Page::Apply(const LogEntry& e) { return ApplyTo(e); }
-absl::Status Page::Apply(LogEntry&& e) { return ApplyTo(std::move(e)); }
-absl::Status Page::ApplyView(const LogEntryView& e) { return ApplyTo(e); }
+absl::Status Page::Apply(const LogEntry& e) {
+  LogEntryView v;
+  v.op = e.op;
+  v.key = e.key;
+  v.value = e.value;
+  v.blob = e.blob;
+  v.child = e.child;
+  v.meta = e.meta;
+  return ApplyView(v);
+}
 
-template <typename E>
-absl::Status Page::ApplyTo(E&& e) {
+absl::Status Page::ApplyView(const LogEntryView& e, std::optional<BlobRef>* replaced) {
   // The search index follows the change (below) when it was current.
   const bool heads = HeadsCurrent();
   ++version_;
   if (heads) heads_.version = version_;
-  auto& ents = img_.entries;
   switch (e.op) {
     case LogOp::kPut:
     case LogOp::kPutBlob:
     case LogOp::kChild: {
       bool inner = e.op == LogOp::kChild;
-      if (inner != (img_.type == PageType::kInner))
+      if (inner != (type_ == PageType::kInner))
         return absl::DataLossError("log entry does not fit its page type");
-      size_t i = LowerBound(e.key);
-      if (i < ents.size() && ents[i].key == e.key) {
-        // Replaced in place: the key's string stays, the value's memory is
-        // reused or (from an rvalue) taken over.
-        Entry& x = ents[i];
-        bytes_ -= EntryBytes(img_.type, x);
-        x.child = e.child;
-        if (e.op == LogOp::kPut) {
-          x.value = std::forward<E>(e).value;
-          x.blob.reset();
+      std::optional<BlobRef> blob;
+      if (e.op == LogOp::kPutBlob) blob = e.blob;
+      std::string_view value = e.op == LogOp::kPut ? e.value : std::string_view();
+      const size_t len = EntryLen(type_, e.key.size(), value.size(), blob.has_value());
+      bool equal;
+      size_t i = Bound(e.key, false, &equal);
+      if (equal) {
+        Slot& s = slots_[i];
+        if (replaced && !inner && uint8_t(arena_[s.off + 2]) == 1) *replaced = entry(i).blob;
+        bytes_ -= s.len;
+        if (s.len == len) {
+          // The same size: rewritten where it is (the key stays).
+          char* p = arena_.data() + s.off;
+          if (inner) {
+            util::PutU32(B(p + 2 + s.klen), e.child);
+            s.child = e.child;
+          } else {
+            p[2] = char(blob ? 1 : 0);
+            char* v = p + 3 + s.klen;
+            if (blob) {
+              util::PutU32(B(v), blob->lba);
+              util::PutU32(B(v + 4), blob->len);
+              util::PutU32(B(v + 8), blob->csum);
+            } else {
+              util::PutU16(B(v), uint16_t(value.size()));
+              if (!value.empty()) std::memcpy(v + 2, value.data(), value.size());
+            }
+          }
         } else {
-          x.value.clear();
-          if (e.op == LogOp::kPutBlob) x.blob = e.blob; else x.blob.reset();
+          dead_ += s.len;
+          s = AppendEntry(e.key, value, blob, e.child);
         }
-        if (e.op != LogOp::kChild) x.child = kNoPage;
-      } else {
-        if (heads_.version == version_) {
-          // A key with the shared prefix gets its head; one without it
-          // changes the prefix: the index is rebuilt at the next search.
-          if (!ents.empty() && SharesPrefix(e.key, heads_.shared, heads_.prefix))
-            heads_.of.insert(heads_.of.begin() + long(i), HeadOf(e.key, heads_.prefix));
-          else
-            heads_.built = false;
-        }
-        Entry x;
-        x.key = std::forward<E>(e).key;  // (a view converts)
-        if (e.op == LogOp::kPut) x.value = std::forward<E>(e).value;
-        if (e.op == LogOp::kPutBlob) x.blob = e.blob;
-        if (e.op == LogOp::kChild) x.child = e.child;
-        ents.insert(ents.begin() + long(i), std::move(x));
+        bytes_ += s.len;
+        MaybeCompact();
+        return absl::OkStatus();
       }
-      bytes_ += EntryBytes(img_.type, ents[i]);
+      if (heads_.version == version_) {
+        // A key with the shared prefix gets its head; one without it
+        // changes the prefix: the index is rebuilt at the next search.
+        if (!slots_.empty() && SharesPrefix(e.key, heads_.shared, heads_.prefix))
+          heads_.of.insert(heads_.of.begin() + long(i), HeadOf(e.key, heads_.prefix));
+        else
+          heads_.built = false;
+      }
+      Slot s = AppendEntry(e.key, value, blob, e.child);
+      slots_.insert(slots_.begin() + long(i), s);
+      bytes_ += s.len;
       return absl::OkStatus();
     }
     case LogOp::kDel: {
-      size_t i = LowerBound(e.key);
-      if (i < ents.size() && ents[i].key == e.key) {
-        bytes_ -= EntryBytes(img_.type, ents[i]);
-        ents.erase(ents.begin() + long(i));
+      bool equal;
+      size_t i = Bound(e.key, false, &equal);
+      if (equal) {
+        if (replaced && leaf() && uint8_t(arena_[slots_[i].off + 2]) == 1) *replaced = entry(i).blob;
+        dead_ += slots_[i].len;
+        bytes_ -= slots_[i].len;
+        slots_.erase(slots_.begin() + long(i));
         // (The keys left still share the prefix.)
         if (heads_.version == version_) heads_.of.erase(heads_.of.begin() + long(i));
+        MaybeCompact();
       }
       return absl::OkStatus();
     }
     case LogOp::kTrunc: {
       size_t i = LowerBound(e.key);
-      ents.erase(ents.begin() + long(i), ents.end());
+      DropFrom(i);
       if (heads_.version == version_) heads_.of.resize(i);
-      Recount();
+      MaybeCompact();
       return absl::OkStatus();
     }
     case LogOp::kMeta:
-      img_.meta = e.meta;
+      meta_ = e.meta;
       return absl::OkStatus();
     case LogOp::kEpoch:
       break;  // a record of the differential log, never a page's entry
@@ -181,24 +426,25 @@ absl::Status Page::ApplyTo(E&& e) {
 }
 
 size_t Page::SplitPoint() const {
-  const auto& ents = img_.entries;
   size_t half = (bytes_ - kPageHeaderBytes) / 2, acc = 0, cut = 0;
-  while (cut < ents.size() && acc < half) acc += EntryBytes(img_.type, ents[cut++]);
-  return std::clamp<size_t>(cut, 1, ents.size() - 1);
+  while (cut < slots_.size() && acc < half) acc += slots_[cut++].len;
+  return std::clamp<size_t>(cut, 1, slots_.size() - 1);
 }
 
 std::vector<Entry> Page::UpperHalf() const {
-  return std::vector<Entry>(img_.entries.begin() + long(SplitPoint()), img_.entries.end());
+  std::vector<Entry> upper;
+  for (size_t i = SplitPoint(); i < slots_.size(); ++i) upper.push_back(entry(i).ToEntry());
+  return upper;
 }
 
 std::vector<Entry> Page::SplitUpper() {
   const size_t cut = SplitPoint();
+  std::vector<Entry> upper;
+  upper.reserve(slots_.size() - cut);
+  for (size_t i = cut; i < slots_.size(); ++i) upper.push_back(entry(i).ToEntry());
   ++version_;
-  auto& ents = img_.entries;
-  std::vector<Entry> upper(std::make_move_iterator(ents.begin() + long(cut)),
-                           std::make_move_iterator(ents.end()));
-  ents.resize(cut);
-  Recount();
+  DropFrom(cut);
+  MaybeCompact();
   return upper;
 }
 

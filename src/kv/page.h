@@ -1,15 +1,29 @@
 #pragma once
-// Page: a decoded page (kv_format.h) with the changes a log entry makes,
-// its encoded size and the searches the tree needs. Applying a log entry
-// here is the same code whether the entry is new (a change) or read back
-// from the page's log (reading a page applies its log), so the buffer and
-// the media can never disagree on what an entry means.
+// Page: one page of the tree in memory (kv_format.h, "page"): its header
+// fields, and its entries kept as their encoded bytes (kv_format.h,
+// "entry") in one arena, found through an array of slots sorted by key
+// (a slotted page). Loading a page copies its body into the arena and
+// records where each entry starts; writing it copies each entry out in
+// slot order. No entry owns memory of its own, so a page costs two
+// allocations whatever it holds, and inserting a key moves 16-byte slots,
+// not strings (docs/decisions.md, "Slotted pages in the buffer").
+//
+// It also applies the changes a log entry makes. Applying is the same
+// code whether the entry is new (a change) or read back from the page's
+// log (reading a page applies its log), so the buffer and the media can
+// never disagree on what an entry means.
+//
+// Views (Ref, key()) point into the arena: they stay valid until the page
+// next changes.
 //
 // Thread safety: none (the store's lock guards every page); even the
 // const searches (LowerBound, Find, ChildFor) may build the page's search
 // index.
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,27 +34,56 @@ namespace ftl::kv {
 
 class Page {
  public:
-  Page() = default;
-  explicit Page(PageImage img);
+  // One entry, viewed in the page's arena.
+  struct Ref {
+    std::string_view key;
+    std::string_view value;       // leaf, inline
+    std::optional<BlobRef> blob;  // leaf, value in the blob area
+    uint32_t child = kNoPage;     // inner
+    Entry ToEntry() const;
+  };
 
-  // Writable: counts as a change (the caller may change anything).
-  PageImage& mutable_image() {
-    ++version_;
-    return img_;
-  }
-  // Changes so far (Apply, SplitUpper, mutable_image()): equal
-  // versions of one Page mean the same contents.
+  Page() = default;
+  explicit Page(PageType type) : type_(type) {}
+  explicit Page(const PageImage& img);
+
+  // Decodes an encoded page (page_bytes long) into this one, reusing its
+  // memory. DataLoss if malformed; an all-zero page is type kNone.
+  absl::Status Decode(std::span<const std::byte> in);
+  // Encodes into `out` (page_bytes long): the same bytes as
+  // EncodePage(image(), out). REQUIRES: it fits.
+  void Encode(std::span<std::byte> out) const;
+  // A decoded copy (tests, and the rare paths that want entries as
+  // strings).
+  PageImage image() const;
+
+  // Changes so far (entries or header fields): equal versions of one Page
+  // mean the same contents.
   uint64_t version() const { return version_; }
-  const PageImage& image() const { return img_; }
-  bool leaf() const { return img_.type == PageType::kLeaf; }
-  size_t count() const { return img_.entries.size(); }
+  PageType type() const { return type_; }
+  bool leaf() const { return type_ == PageType::kLeaf; }
+  bool has_log() const { return has_log_; }
+  uint32_t epoch() const { return epoch_; }
+  uint32_t first_child() const { return first_child_; }
+  const Meta& meta() const { return meta_; }
+  void set_has_log(bool v) { has_log_ = v, HeaderChanged(); }
+  void set_epoch(uint32_t v) { epoch_ = v, HeaderChanged(); }
+  void set_first_child(uint32_t v) { first_child_ = v, HeaderChanged(); }
+  void set_meta(const Meta& v) { meta_ = v, HeaderChanged(); }
+
+  size_t count() const { return slots_.size(); }
   // Encoded size (header included).
   size_t bytes() const { return bytes_; }
+  std::string_view key(size_t i) const {
+    const Slot& s = slots_[i];
+    return {arena_.data() + s.off + KeyOffset(), s.klen};
+  }
+  Ref entry(size_t i) const;
 
   // Index of the first entry with key >= `key`.
   size_t LowerBound(std::string_view key) const;
-  // The entry with exactly `key`, or nullptr.
-  const Entry* Find(std::string_view key) const;
+  // The entry with exactly `key`, if any.
+  std::optional<Ref> Find(std::string_view key) const;
   // Inner: the child whose subtree holds `key`, and its position (-1 for
   // first_child, else the entry index).
   uint32_t ChildFor(std::string_view key, int* pos = nullptr) const;
@@ -48,11 +91,16 @@ class Page {
   // Applies one change. DataLoss for an entry that does not fit the page
   // type (a corrupt log).
   absl::Status Apply(const LogEntry& e);
-  // The same, taking over the entry's strings.
-  absl::Status Apply(LogEntry&& e);
-  // The same from an entry viewed in its encoded bytes (copied in, reusing
-  // the memory of a value it replaces).
-  absl::Status ApplyView(const LogEntryView& e);
+  // The same from an entry viewed in its encoded bytes (which must not be
+  // this page's own). With `replaced`: the value outside pages of an entry
+  // the change replaced or deleted, if it had one.
+  absl::Status ApplyView(const LogEntryView& e, std::optional<BlobRef>* replaced = nullptr);
+  // Replaces every entry with `sorted` (sorted by key, unique): a page a
+  // split fills.
+  void Assign(std::span<const Entry> sorted);
+  // Empties the page and gives it `type` (the other header fields stay):
+  // a root that becomes an inner page.
+  void Reset(PageType type);
   // Splits off the upper half by bytes: returns the entries from the
   // split point on, leaving the lower part here (at least one each side).
   // For inner pages the first returned entry's key is the separator to
@@ -60,11 +108,26 @@ class Page {
   std::vector<Entry> SplitUpper();
   // Copies of the entries SplitUpper would return; the page is unchanged.
   std::vector<Entry> UpperHalf() const;
-  void Recount();
 
  private:
-  template <typename E>
-  absl::Status ApplyTo(E&& e);
+  // An entry's encoded bytes: arena_[off, off + len), its key klen bytes
+  // from KeyOffset() on.
+  struct Slot {
+    uint32_t off = 0;
+    uint32_t len = 0;
+    uint16_t klen = 0;
+    uint32_t child = kNoPage;  // inner: a copy of the entry's child
+  };
+  size_t KeyOffset() const { return leaf() ? 3 : 2; }
+  // Appends an entry's encoding to the arena; returns its slot.
+  Slot AppendEntry(std::string_view key, std::string_view value, const std::optional<BlobRef>& blob,
+                   uint32_t child);
+  // Drops slots [from, end) (their bytes become garbage).
+  void DropFrom(size_t from);
+  // Rewrites the arena with only the live entries, in slot order, when
+  // dead bytes outweigh the live ones.
+  void MaybeCompact();
+  void HeaderChanged();
   // Where SplitUpper cuts: the first entry past half the entries' bytes (at
   // least one entry on each side).
   size_t SplitPoint() const;
@@ -76,7 +139,14 @@ class Page {
   // `equal`, whether that entry is `key` (lower only).
   size_t Bound(std::string_view key, bool upper, bool* equal = nullptr) const;
 
-  PageImage img_;
+  PageType type_ = PageType::kNone;
+  bool has_log_ = true;
+  uint32_t epoch_ = 0;
+  uint32_t first_child_ = kNoPage;  // inner: child for keys below entry 0
+  Meta meta_;                       // meaningful in page 0
+  std::vector<Slot> slots_;         // sorted by key
+  std::string arena_;               // entries' encodings, live and dead
+  size_t dead_ = 0;                 // bytes of arena_ no slot points at
   size_t bytes_ = kPageHeaderBytes;
   uint64_t version_ = 0;
   // The search index of the page's keys (LowerBound, Find, ChildFor),
@@ -86,7 +156,7 @@ class Page {
   // order their keys; among equal ones, keys that end within their 8
   // bytes are ordered by length, others compared whole. It is
   // current while `version` is the page's: any other change (SplitUpper,
-  // mutable_image()) leaves it behind, and Apply drops it (`built` false)
+  // Assign, Decode) leaves it behind, and Apply drops it (`built` false)
   // when a new key does not share the prefix.
   struct Heads {
     bool built = false;
