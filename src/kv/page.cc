@@ -48,11 +48,7 @@ Entry Page::Ref::ToEntry() const {
 }
 
 Page::Page(const PageImage& img)
-    : type_(img.type),
-      has_log_(img.has_log),
-      epoch_(img.epoch),
-      first_child_(img.first_child),
-      meta_(img.meta) {
+    : type_(img.type), has_log_(img.has_log), epoch_(img.epoch), first_child_(img.first_child), meta_(img.meta) {
   Assign(img.entries);
 }
 
@@ -81,25 +77,28 @@ Page::Slot Page::AppendEntry(std::string_view key, std::string_view value,
   s.off = uint32_t(arena_.size());
   s.klen = uint16_t(key.size());
   s.len = uint32_t(EntryLen(type_, key.size(), value.size(), blob.has_value()));
-  arena_.resize(arena_.size() + s.len);
-  char* p = arena_.data() + s.off;
-  util::PutU16(B(p), uint16_t(key.size()));
+  if (arena_.capacity() < arena_.size() + s.len)
+    arena_.reserve(std::max(2 * arena_.capacity(), arena_.size() + s.len));
+  // Appended piece by piece: growing the arena by resize() would first
+  // fill the bytes with zeros.
+  auto put16 = [&](uint16_t v) { arena_.push_back(char(v & 0xff)), arena_.push_back(char(v >> 8)); };
+  auto put32 = [&](uint32_t v) { put16(uint16_t(v & 0xffff)), put16(uint16_t(v >> 16)); };
+  put16(uint16_t(key.size()));
   if (type_ == PageType::kInner) {
-    std::memcpy(p + 2, key.data(), key.size());
-    util::PutU32(B(p + 2 + key.size()), child);
+    arena_.append(key);
+    put32(child);
     s.child = child;
     return s;
   }
-  p[2] = char(blob ? 1 : 0);
-  std::memcpy(p + 3, key.data(), key.size());
-  char* v = p + 3 + key.size();
+  arena_.push_back(char(blob ? 1 : 0));
+  arena_.append(key);
   if (blob) {
-    util::PutU32(B(v), blob->lba);
-    util::PutU32(B(v + 4), blob->len);
-    util::PutU32(B(v + 8), blob->csum);
+    put32(blob->lba);
+    put32(blob->len);
+    put32(blob->csum);
   } else {
-    util::PutU16(B(v), uint16_t(value.size()));
-    if (!value.empty()) std::memcpy(v + 2, value.data(), value.size());
+    put16(uint16_t(value.size()));
+    arena_.append(value);
   }
   return s;
 }
@@ -287,11 +286,26 @@ size_t Page::Bound(std::string_view k, bool upper, bool* equal) const {
   if (c > 0) return n;  // above it: above every key
   // Same prefix: heads below `k`'s are below it, heads above above it;
   // keys with the same head are compared whole.
-  uint64_t h = HeadOf(k, p);
-  auto lo = std::lower_bound(heads_.of.begin(), heads_.of.end(), h);
-  auto hi = std::upper_bound(lo, heads_.of.end(), h);
-  size_t b = size_t(lo - heads_.of.begin());
-  size_t e = size_t(hi - heads_.of.begin());
+  const uint64_t h = HeadOf(k, p);
+  const uint64_t* of = heads_.of.data();
+  // Halve down to a window of at most kScan heads, then count the heads
+  // below h in it: a scan of a few cache lines the CPU loads at once,
+  // where a binary search waits for one line after another.
+  constexpr size_t kScan = 32;
+  size_t b = 0, e = n;
+  while (e - b > kScan) {
+    size_t mid = b + (e - b) / 2;
+    if (of[mid] < h) b = mid + 1; else e = mid;
+  }
+  size_t below = 0;
+  for (size_t i = b; i < e; ++i) below += of[i] < h;
+  b += below;
+  const size_t same_end = [&] {
+    size_t i = b;
+    while (i < n && of[i] == h) ++i;
+    return i;
+  }();
+  e = same_end;
   if (k.size() > p + 8) return search(b, e);
   // `k` ends within its head, so among keys with the same prefix and
   // head the shorter ones are below it (the rest of its head is zeros), one
@@ -303,7 +317,7 @@ size_t Page::Bound(std::string_view k, bool upper, bool* equal) const {
     bool go_right = upper ? !(k.size() < len) : len < k.size();
     if (go_right) b = mid + 1; else e = mid;
   }
-  if (equal) *equal = !upper && b < size_t(hi - heads_.of.begin()) && slots_[b].klen == k.size();
+  if (equal) *equal = !upper && b < same_end && slots_[b].klen == k.size();
   return b;
 }
 
