@@ -968,6 +968,27 @@ void Exec(Call& c) {
 
 }  // namespace
 
+void Prefetch(const CommandEnv& env, const Session& session, const std::deque<Argv>& requests) {
+  if (!session.db || session.in_multi) return;
+  constexpr size_t kMaxKeys = 64;
+  std::vector<std::string_view> keys;
+  for (const Argv& argv : requests) {
+    if (argv.empty()) break;
+    const Spec* spec = Find(argv[0]);
+    if (spec == nullptr || !(spec->flags & kQuick) || (spec->flags & kNoDb) || spec->first_key <= 0) break;
+    const int last = spec->last_key < 0 ? int(argv.size()) + spec->last_key : spec->last_key;
+    for (int i = spec->first_key; i <= last && i < int(argv.size()) && keys.size() < kMaxKeys;
+         i += std::max(spec->step, 1))
+      keys.emplace_back(argv[size_t(i)]);
+    if (keys.size() >= kMaxKeys) break;
+  }
+  if (keys.size() < 2) return;
+  (void)env.databases->registry()->Use(session.db->ref(), [&](KvStore& store) {
+    store.Prefetch(keys);
+    return absl::OkStatus();
+  });
+}
+
 bool IsQuick(const Session& session, const Argv& argv) {
   if (session.in_multi || argv.empty()) return false;
   const Spec* spec = Find(argv[0]);

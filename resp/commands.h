@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,11 @@ struct Outcome {
 // Runs one request (argv not empty) and appends its reply to *reply.
 void Execute(const CommandEnv& env, Session& session, const Argv& argv, std::string* reply,
              Outcome* outcome);
+
+// A hint before a run of requests: the keys of its leading quick requests
+// on the session's database are prefetched together (KvStore::Prefetch),
+// so that their cache misses overlap. Changes nothing.
+void Prefetch(const CommandEnv& env, const Session& session, const std::deque<Argv>& requests);
 
 // Whether a request is a quick read that may run on the connection's
 // strand instead of the worker pool (as NBD runs small reads inline):

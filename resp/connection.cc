@@ -151,6 +151,9 @@ asio::awaitable<Connection::Batch> Connection::RunBatch() {
 
 void Connection::Execute(Batch* batch, bool quick_only) {
   Batch& b = *batch;
+  // The keys of the requests about to run, prefetched together
+  // (docs/decisions.md, "Prefetching a pipelined batch's keys").
+  if (pending_.size() > 1) Prefetch(*env_.commands, session_, pending_);
   {
     while (!pending_.empty() && b.out.size() < kMaxBatchReplyBytes && !session_.quit &&
            (!quick_only || IsQuick(session_, pending_.front()))) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -206,6 +207,12 @@ class KvStore {
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(
       std::string_view from, std::string_view to, size_t limit = SIZE_MAX) = 0;
   virtual std::unique_ptr<KvIterator> NewIterator() = 0;
+  // A hint that these keys are about to be read or written: brings the
+  // pages already in the buffer that hold them towards the CPU's cache,
+  // so that the misses of many keys overlap instead of following one
+  // another. Changes nothing, reads nothing from the media, and does
+  // nothing while another thread holds the store.
+  virtual void Prefetch(std::span<const std::string_view> keys) { (void)keys; }
   // Every write acknowledged before the call is durable.
   virtual absl::Status Flush() = 0;
   // Flushes; the store must not be used afterwards (the destructor closes too).

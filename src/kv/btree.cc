@@ -3,6 +3,7 @@
 #include "kv/btree.h"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_format.h"
 
@@ -184,6 +185,39 @@ absl::StatusOr<std::optional<bool>> BTree::DeleteIn(std::string_view key, Path* 
   e.key = std::string(key);
   if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
   return std::optional<bool>(true);
+}
+
+void BTree::Prefetch(std::span<const std::string_view> keys) {
+  constexpr size_t kMaxKeys = 64;
+  const uint32_t height = buf_->meta().height;
+  if (height < 2) return;
+  std::array<const Frame*, kMaxKeys> leaves{};
+  const size_t n = std::min(keys.size(), kMaxKeys);
+  // 1: each key's leaf through the buffered inner pages (which stay in the
+  // cache: few and often used); the leaf's frame is only prefetched.
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t id = 0;
+    for (uint32_t depth = 0; depth + 1 < height && id != kNoPage; ++depth) {
+      const Frame* f = buf_->Peek(id);
+      if (f == nullptr || f->page.leaf()) {
+        id = kNoPage;
+        break;
+      }
+      id = f->page.ChildFor(keys[i]);
+    }
+    const Frame* leaf = id == kNoPage ? nullptr : buf_->Peek(id);
+    if (leaf != nullptr) {
+      for (size_t at = 0; at < sizeof(Frame); at += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(leaf) + at);
+    }
+    leaves[i] = leaf;
+  }
+  // 2: their search indexes and slots.
+  for (size_t i = 0; i < n; ++i)
+    if (leaves[i] != nullptr) leaves[i]->page.PrefetchIndex();
+  // 3: the entries the keys fall on.
+  for (size_t i = 0; i < n; ++i)
+    if (leaves[i] != nullptr && leaves[i]->page.leaf()) leaves[i]->page.PrefetchEntry(keys[i]);
 }
 
 absl::Status BTree::SplitIfFull(Path* path, size_t level) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,12 @@ class BTree {
   // The value of `key`, nullopt if absent.
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key);
   absl::StatusOr<bool> Contains(std::string_view key);
+  // KvStore::Prefetch: for each key, the leaf of the buffered pages that
+  // holds it is brought towards the cache in three passes over the keys
+  // (its frame, then its search index and slots, then the key's entry),
+  // so that the keys' cache misses overlap. Pins, loads and changes
+  // nothing.
+  void Prefetch(std::span<const std::string_view> keys);
   // `blind`: in kPdl a put of an inline value to a leaf not in the buffer
   // is logged without reading the leaf (BufferPool::BlindChange).
   absl::Status Put(std::string_view key, std::string_view value, bool blind = false);

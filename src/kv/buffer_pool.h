@@ -120,6 +120,9 @@ class BufferPool {
   // page `id` unread. REQUIRES: CanChangeBlind.
   void BlindChange(uint32_t id, std::string_view key, std::optional<std::string_view> value);
   bool Buffered(uint32_t id) const { return Lookup(id) != nullptr; }
+  // The frame of page `id` if it is buffered, without counting a hit or
+  // pinning it (cache hints only: BTree::Prefetch).
+  const Frame* Peek(uint32_t id) const { return Lookup(id); }
   // kPdl reads: `key` in leaf `id` (not in the buffer) without loading the
   // page into the buffer: from its differential when that decides, else
   // from the page read and searched as it is on the media. `entry` nullopt:

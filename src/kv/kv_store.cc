@@ -324,6 +324,12 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
   return SyncTo(seq, frees);
 }
 
+void KvStoreImpl::Prefetch(std::span<const std::string_view> keys) {
+  if (keys.size() < 2 || !mu_.TryLock()) return;
+  if (!closed_) tree_.Prefetch(keys);
+  mu_.Unlock();
+}
+
 absl::Status KvStoreImpl::Put(std::string_view key, std::string_view value, const KvWriteOptions& w) {
   KvWriteBatch b;
   b.Put(key, value);

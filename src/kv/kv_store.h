@@ -41,6 +41,7 @@ class KvStoreImpl : public KvStore {
                                                                        std::string_view to,
                                                                        size_t limit) override;
   std::unique_ptr<KvIterator> NewIterator() override;
+  void Prefetch(std::span<const std::string_view> keys) override;
   absl::Status Flush() override;
   absl::Status Close() override;
   KvStats Stats() const override;

@@ -88,6 +88,11 @@ class Page {
   // first_child, else the entry index).
   uint32_t ChildFor(std::string_view key, int* pos = nullptr) const;
 
+  // Cache hints (they change nothing): the memory a search reads (the
+  // search index, if current, and the slots), and the entry `key` falls on.
+  void PrefetchIndex() const;
+  void PrefetchEntry(std::string_view key) const;
+
   // Applies one change. DataLoss for an entry that does not fit the page
   // type (a corrupt log).
   absl::Status Apply(const LogEntry& e);

@@ -754,6 +754,40 @@ TEST(KvPdl, ReadsLoadLeavesWhileTheBufferHasRoom) {
   EXPECT_EQ(s->Stats().filter_answers, a.filter_answers);
 }
 
+// Prefetch is a hint: with some leaves buffered and some not, it reads
+// nothing, counts no hit or miss, loads no page, and every value and
+// counter afterwards is what it would have been without it.
+TEST(KvPdl, PrefetchChangesNothing) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  KvOptions o;
+  o.buffer_pages = 24;  // most leaves are not buffered
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+  for (int i = 0; i < 3000; ++i) ASSERT_OK(s->Put(Key(i * 3), std::string(60, char('a' + i % 26))));
+  std::vector<std::string> owned;
+  for (int i = -5; i < 9100; i += 37) owned.push_back(Key(i));  // present and absent, out of range too
+  owned.push_back("");
+  std::vector<std::string_view> keys(owned.begin(), owned.end());
+  for (int round = 0; round < 3; ++round) {
+    KvStats before = s->Stats();
+    s->Prefetch(keys);
+    s->Prefetch(std::span<const std::string_view>(keys).subspan(0, 1));
+    s->Prefetch({});
+    KvStats after = s->Stats();
+    EXPECT_EQ(after.page_reads, before.page_reads);
+    EXPECT_EQ(after.buffer_hits, before.buffer_hits);
+    EXPECT_EQ(after.buffer_misses, before.buffer_misses);
+    EXPECT_EQ(after.buffer_pages, before.buffer_pages);
+    for (int i = 0; i < 3000; i += 7) {
+      ASSERT_OK_AND_ASSIGN(std::string v, s->Get(Key(i * 3)));
+      EXPECT_EQ(v, std::string(60, char('a' + i % 26)));
+    }
+    EXPECT_TRUE(absl::IsNotFound(s->Get(Key(1)).status()));
+    ASSERT_OK(s->Put(Key(100000 + round), "r"));  // (the next round starts from a change)
+  }
+  ASSERT_OK(s->Close());
+}
+
 // A value kept outside pages that a put replaced without reading its page
 // is freed when the page is merged.
 TEST(KvPdl, ValuesReplacedUnreadAreFreedAtTheMerge) {
