@@ -545,13 +545,7 @@ absl::Status ForEachLogEntry(std::span<const std::byte> bytes,
 absl::StatusOr<std::vector<LogEntry>> DecodeLogEntries(std::span<const std::byte> bytes) {
   std::vector<LogEntry> out;
   absl::Status s = ForEachLogEntry(bytes, [&](const LogEntryView& v) {
-    LogEntry& x = out.emplace_back();
-    x.op = v.op;
-    x.key = v.key;
-    x.value = v.value;
-    x.blob = v.blob;
-    x.child = v.child;
-    x.meta = v.meta;
+    out.push_back(v.ToEntry());
     return absl::OkStatus();
   });
   if (!s.ok()) return s;

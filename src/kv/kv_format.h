@@ -217,6 +217,13 @@ struct LogEntryView {
   BlobRef blob;
   uint32_t child = kNoPage;
   Meta meta;
+
+  LogEntryView() = default;
+  // A view of `e` (valid while `e` is).
+  explicit LogEntryView(const LogEntry& e)
+      : op(e.op), key(e.key), value(e.value), blob(e.blob), child(e.child), meta(e.meta) {}
+  // A copy that owns its strings.
+  LogEntry ToEntry() const { return LogEntry{op, std::string(key), std::string(value), blob, child, meta}; }
 };
 
 std::vector<std::byte> EncodeLogEntry(const LogEntry& e);

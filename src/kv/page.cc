@@ -358,16 +358,7 @@ uint32_t Page::ChildFor(std::string_view key, int* pos) const {
   return i < 0 ? first_child_ : slots_[size_t(i)].child;
 }
 
-absl::Status Page::Apply(const LogEntry& e) {
-  LogEntryView v;
-  v.op = e.op;
-  v.key = e.key;
-  v.value = e.value;
-  v.blob = e.blob;
-  v.child = e.child;
-  v.meta = e.meta;
-  return ApplyView(v);
-}
+absl::Status Page::Apply(const LogEntry& e) { return ApplyView(LogEntryView(e)); }
 
 absl::Status Page::ApplyView(const LogEntryView& e, std::optional<BlobRef>* replaced) {
   // The search index follows the change (below) when it was current.
