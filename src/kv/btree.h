@@ -32,7 +32,7 @@ class BTree {
   absl::StatusOr<bool> Contains(std::string_view key);
   // KvStore::Prefetch: for each key, the leaf of the buffered pages that
   // holds it is brought towards the cache in three passes over the keys
-  // (its frame, then its search index and slots, then the key's entry),
+  // (its frame, then its search index, then the key's entry),
   // so that the keys' cache misses overlap. Pins, loads and changes
   // nothing.
   void Prefetch(std::span<const std::string_view> keys);

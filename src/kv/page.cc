@@ -334,8 +334,11 @@ void PrefetchBytes(const void* p, size_t bytes, size_t lines) {
 }  // namespace
 
 void Page::PrefetchIndex() const {
-  if (HeadsCurrent()) PrefetchBytes(heads_.of.data(), heads_.of.size() * sizeof(uint64_t), 8);
-  PrefetchBytes(slots_.data(), slots_.size() * sizeof(Slot), 8);
+  // The heads only (a search reads up to four lines of them last); the
+  // slot a search ends on is unknown until it ran. A core has a dozen
+  // outstanding misses at most: prefetching more of a page for every key
+  // of a batch stalls the prefetches themselves.
+  if (HeadsCurrent()) PrefetchBytes(heads_.of.data(), heads_.of.size() * sizeof(uint64_t), 4);
 }
 
 void Page::PrefetchEntry(std::string_view key) const {

@@ -88,8 +88,8 @@ class Page {
   // first_child, else the entry index).
   uint32_t ChildFor(std::string_view key, int* pos = nullptr) const;
 
-  // Cache hints (they change nothing): the memory a search reads (the
-  // search index, if current, and the slots), and the entry `key` falls on.
+  // Cache hints (they change nothing): the search index (if current), and
+  // the entry `key` falls on.
   void PrefetchIndex() const;
   void PrefetchEntry(std::string_view key) const;
 
