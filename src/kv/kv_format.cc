@@ -196,26 +196,78 @@ absl::StatusOr<Layout> DecodeHeader(std::span<const std::byte> block) {
   return l;
 }
 
+size_t EntryBytes(PageType type, size_t klen, size_t vlen, bool blob) {
+  if (type == PageType::kInner) return 2 + klen + 4;
+  return 3 + klen + (blob ? 12 : 2 + vlen);
+}
+
 size_t EntryBytes(PageType type, const Entry& e) {
-  if (type == PageType::kInner) return 2 + e.key.size() + 4;
-  return 3 + e.key.size() + (e.blob ? 12 : 2 + e.value.size());
+  return EntryBytes(type, e.key.size(), e.value.size(), e.blob.has_value());
+}
+
+void EncodePageHeader(const PageHeader& h, std::span<std::byte> out) {
+  std::byte* o = out.data();
+  std::memset(o, 0, kPageHeaderBytes);
+  util::PutU16(o, kPageMagic);
+  o[2] = std::byte(uint8_t(h.type));
+  o[3] = std::byte(h.has_log ? 1 : 0);
+  util::PutU16(o + 4, h.count);
+  util::PutU32(o + 8, h.epoch);
+  util::PutU32(o + 12, h.first_child);
+  util::PutU32(o + 16, h.meta.next_page);
+  util::PutU32(o + 20, h.meta.blob_next);
+  util::PutU32(o + 24, h.meta.height);
+}
+
+absl::StatusOr<PageHeader> WalkPage(std::span<const std::byte> in,
+                                    absl::FunctionRef<void(size_t at, size_t len, size_t klen)> entry,
+                                    size_t* bytes) {
+  PageHeader h;
+  if (bytes) *bytes = kPageHeaderBytes;
+  if (in.size() < kPageHeaderBytes) return absl::DataLossError("page shorter than its header");
+  const uint16_t magic = util::GetU16(&in[0]);
+  if (magic == 0 && std::all_of(in.begin(), in.begin() + kPageHeaderBytes,
+                                [](std::byte b) { return b == std::byte{0}; }))
+    return h;  // never written
+  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
+  h.type = PageType(uint8_t(in[2]));
+  h.has_log = (uint8_t(in[3]) & 1) != 0;
+  h.count = util::GetU16(&in[4]);
+  h.epoch = util::GetU32(&in[8]);
+  h.first_child = util::GetU32(&in[12]);
+  h.meta.next_page = util::GetU32(&in[16]);
+  h.meta.blob_next = util::GetU32(&in[20]);
+  h.meta.height = util::GetU32(&in[24]);
+  if (h.type != PageType::kLeaf && h.type != PageType::kInner)
+    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(h.type)));
+  const bool inner = h.type == PageType::kInner;
+  const size_t end = in.size();
+  size_t at = kPageHeaderBytes;
+  for (uint16_t i = 0; i < h.count; ++i) {
+    if (at + 3 > end) return absl::DataLossError("page entries run past its end");
+    const size_t klen = util::GetU16(&in[at]);
+    size_t len;
+    if (inner) {
+      len = EntryBytes(h.type, klen, 0, false);
+    } else if (uint8_t(in[at + 2]) == 1) {
+      len = EntryBytes(h.type, klen, 0, true);
+    } else {
+      if (at + 3 + klen + 2 > end) return absl::DataLossError("page entries run past its end");
+      len = EntryBytes(h.type, klen, util::GetU16(&in[at + 3 + klen]), false);
+    }
+    if (at + len > end) return absl::DataLossError("page entries run past its end");
+    entry(at, len, klen);
+    at += len;
+  }
+  if (bytes) *bytes = at;
+  return h;
 }
 
 void EncodePage(const PageImage& p, std::span<std::byte> out) {
-  std::vector<std::byte> b;
-  b.reserve(out.size());
+  std::vector<std::byte> b(kPageHeaderBytes);
+  EncodePageHeader(PageHeader{p.type, p.has_log, uint16_t(p.entries.size()), p.epoch, p.first_child, p.meta},
+                   b);
   Encoder e(&b);
-  e.U16(kPageMagic);
-  e.U8(uint8_t(p.type));
-  e.U8(p.has_log ? 1 : 0);
-  e.U16(uint16_t(p.entries.size()));
-  e.U16(0);
-  e.U32(p.epoch);
-  e.U32(p.first_child);
-  e.U32(p.meta.next_page);
-  e.U32(p.meta.blob_next);
-  e.U32(p.meta.height);
-  e.U32(0);
   for (const Entry& x : p.entries) {
     e.U16(uint16_t(x.key.size()));
     if (p.type == PageType::kInner) {
@@ -239,62 +291,43 @@ void EncodePage(const PageImage& p, std::span<std::byte> out) {
 }
 
 absl::Status DecodePageInto(std::span<const std::byte> in, PageImage* out) {
-  Decoder d(in);
   PageImage& p = *out;
-  p.type = PageType::kNone;
-  p.has_log = true;
-  p.epoch = 0;
-  p.first_child = kNoPage;
-  p.meta = Meta{};
-  uint16_t magic = d.U16();
-  if (magic == 0) {
-    bool zero = std::all_of(in.begin(), in.begin() + std::min<size_t>(in.size(), kPageHeaderBytes),
-                            [](std::byte b) { return b == std::byte{0}; });
-    if (zero) {  // never written
-      p.entries.clear();
-      return absl::OkStatus();
-    }
-  }
-  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
-  p.type = PageType(d.U8());
-  p.has_log = d.U8() & 1;
-  uint16_t count = d.U16();
-  d.U16();
-  p.epoch = d.U32();
-  p.first_child = d.U32();
-  p.meta.next_page = d.U32();
-  p.meta.blob_next = d.U32();
-  p.meta.height = d.U32();
-  d.U32();
-  if (p.type != PageType::kLeaf && p.type != PageType::kInner)
-    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(p.type)));
   // Assigning into entries already there reuses their strings' memory.
-  p.entries.resize(count);
-  for (Entry& x : p.entries) {
-    uint16_t klen = d.U16();
-    if (p.type == PageType::kInner) {
-      x.key.assign(d.View(klen));
+  size_t n = 0;
+  auto str = [&](size_t at, size_t len) { return std::string_view(reinterpret_cast<const char*>(&in[at]), len); };
+  PageType type = PageType::kNone;
+  auto entry = [&](size_t at, size_t len, size_t klen) {
+    if (n == p.entries.size()) p.entries.emplace_back();
+    Entry& x = p.entries[n++];
+    if (type == PageType::kInner) {
+      x.key.assign(str(at + 2, klen));
       x.value.clear();
       x.blob.reset();
-      x.child = d.U32();
-      continue;
+      x.child = util::GetU32(&in[at + 2 + klen]);
+      return;
     }
-    uint8_t vkind = d.U8();
-    x.key.assign(d.View(klen));
+    const size_t v = at + 3 + klen;
+    x.key.assign(str(at + 3, klen));
     x.child = kNoPage;
-    if (vkind == 1) {
-      BlobRef r;
-      r.lba = d.U32();
-      r.len = d.U32();
-      r.csum = d.U32();
-      x.blob = r;
+    if (uint8_t(in[at + 2]) == 1) {
+      x.blob = BlobRef{util::GetU32(&in[v]), util::GetU32(&in[v + 4]), util::GetU32(&in[v + 8])};
       x.value.clear();
     } else {
       x.blob.reset();
-      x.value.assign(d.View(d.U16()));
+      x.value.assign(str(v + 2, len - (v + 2 - at)));
     }
-  }
-  if (!d.ok()) return absl::DataLossError("page entries run past its end");
+  };
+  // The type decides how entries read; WalkPage reports it only at the end,
+  // so it is peeked first (WalkPage checks it).
+  if (in.size() >= kPageHeaderBytes) type = PageType(uint8_t(in[2]));
+  absl::StatusOr<PageHeader> h = WalkPage(in, entry);
+  p.entries.resize(n);
+  if (!h.ok()) return h.status();
+  p.type = h->type;
+  p.has_log = h->has_log;
+  p.epoch = h->epoch;
+  p.first_child = h->first_child;
+  p.meta = h->meta;
   return absl::OkStatus();
 }
 
@@ -376,55 +409,29 @@ absl::StatusOr<KeyFate> FateOfKey(std::span<const std::byte> in, std::string_vie
 absl::StatusOr<PageProbe> ProbePage(std::span<const std::byte> in, std::string_view key,
                                     const std::function<void(std::string_view)>& on_key) {
   PageProbe r;
-  Decoder d(in);
-  uint16_t magic = d.U16();
-  if (magic == 0 && std::all_of(in.begin(), in.begin() + std::min<size_t>(in.size(), kPageHeaderBytes),
-                                [](std::byte b) { return b == std::byte{0}; }))
-    return r;  // never written
-  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
-  r.type = PageType(d.U8());
-  r.has_log = d.U8() & 1;
-  uint16_t count = d.U16();
-  d.U16();
-  r.epoch = d.U32();
-  if (r.type != PageType::kLeaf && r.type != PageType::kInner)
-    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(r.type)));
-  size_t at = kPageHeaderBytes;
-  const bool inner = r.type == PageType::kInner;
-  bool found = false;
-  for (uint16_t i = 0; i < count; ++i) {
-    if (at + 3 > in.size()) return absl::DataLossError("page entries run past its end");
-    size_t klen = util::GetU16(&in[at]);
-    size_t kat = at + (inner ? 2 : 3);
-    size_t len;
-    if (inner) {
-      len = 2 + klen + 4;
-    } else if (uint8_t(in[at + 2]) == 1) {
-      len = 3 + klen + 12;
-    } else {
-      if (kat + klen + 2 > in.size()) return absl::DataLossError("page entries run past its end");
-      len = 3 + klen + 2 + util::GetU16(&in[kat + klen]);
-    }
-    if (at + len > in.size()) return absl::DataLossError("page entries run past its end");
+  const bool inner = in.size() >= kPageHeaderBytes && PageType(uint8_t(in[2])) == PageType::kInner;
+  auto entry = [&](size_t at, size_t len, size_t klen) {
+    const size_t kat = at + (inner ? 2 : 3);
     if (on_key) on_key(std::string_view(reinterpret_cast<const char*>(&in[kat]), klen));
-    if (!found && klen == key.size() &&
-        std::memcmp(&in[kat], key.data(), klen) == 0) {
-      Entry e;
-      e.key = std::string(key);
-      if (inner) {
-        e.child = util::GetU32(&in[kat + klen]);
-      } else if (uint8_t(in[at + 2]) == 1) {
-        e.blob = BlobRef{util::GetU32(&in[kat + klen]), util::GetU32(&in[kat + klen + 4]),
-                         util::GetU32(&in[kat + klen + 8])};
-      } else {
-        e.value.assign(reinterpret_cast<const char*>(&in[kat + klen + 2]), len - 5 - klen);
-      }
-      r.hit = std::move(e);
-      found = true;
+    if (r.hit || klen != key.size() || std::memcmp(&in[kat], key.data(), klen) != 0) return;
+    Entry e;
+    e.key = std::string(key);
+    if (inner) {
+      e.child = util::GetU32(&in[kat + klen]);
+    } else if (uint8_t(in[at + 2]) == 1) {
+      e.blob = BlobRef{util::GetU32(&in[kat + klen]), util::GetU32(&in[kat + klen + 4]),
+                       util::GetU32(&in[kat + klen + 8])};
+    } else {
+      e.value.assign(reinterpret_cast<const char*>(&in[kat + klen + 2]), len - 5 - klen);
     }
-    at += len;
-  }
-  r.bytes = at;
+    r.hit = std::move(e);
+  };
+  absl::StatusOr<PageHeader> h = WalkPage(in, entry, &r.bytes);
+  if (!h.ok()) return h.status();
+  r.type = h->type;
+  r.has_log = h->type == PageType::kNone ? false : h->has_log;
+  r.epoch = h->epoch;
+  if (h->type == PageType::kNone) r.bytes = 0;
   return r;
 }
 

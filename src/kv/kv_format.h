@@ -83,6 +83,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "ftl/kv.h"
 
@@ -171,8 +172,31 @@ struct PageImage {
   std::vector<Entry> entries;      // sorted by key
 };
 
-// Encoded size of one entry in a page of `type`.
+// Encoded size of one entry in a page of `type`: key of `klen` bytes and
+// an inline value of `vlen` bytes or a blob reference.
+size_t EntryBytes(PageType type, size_t klen, size_t vlen, bool blob);
 size_t EntryBytes(PageType type, const Entry& e);
+
+// A page's header fields (the "page" grammar above, before its entries).
+struct PageHeader {
+  PageType type = PageType::kNone;
+  bool has_log = true;
+  uint16_t count = 0;
+  uint32_t epoch = 0;
+  uint32_t first_child = kNoPage;
+  Meta meta;
+};
+// Writes the header into the first kPageHeaderBytes of `out`.
+void EncodePageHeader(const PageHeader& h, std::span<std::byte> out);
+// Where an encoded page's entries lie: `entry` sees each entry's offset in
+// `in`, its encoded length and its key's length, in order. Returns the
+// header, and in `*bytes` (if set) the encoded size. An all-zero header is
+// a page never written (type kNone, no entries); DataLoss for a bad magic
+// or type or an entry that runs past the end. The one walker of the
+// format: DecodePage, ProbePage and kv::Page::Decode all use it.
+absl::StatusOr<PageHeader> WalkPage(std::span<const std::byte> in,
+                                    absl::FunctionRef<void(size_t at, size_t len, size_t klen)> entry,
+                                    size_t* bytes = nullptr);
 // Encodes into `out` (page_bytes long). REQUIRES: it fits.
 void EncodePage(const PageImage& p, std::span<std::byte> out);
 // DataLoss if the page is malformed; an all-zero page is type kNone.

@@ -30,12 +30,6 @@ bool SharesPrefix(std::string_view key, std::string_view with, size_t p) {
 const std::byte* B(const char* p) { return reinterpret_cast<const std::byte*>(p); }
 std::byte* B(char* p) { return reinterpret_cast<std::byte*>(p); }
 
-// Encoded size of an entry (kv_format.h, "entry").
-size_t EntryLen(PageType type, size_t klen, size_t vlen, bool blob) {
-  if (type == PageType::kInner) return 2 + klen + 4;
-  return 3 + klen + (blob ? 12 : 2 + vlen);
-}
-
 }  // namespace
 
 Entry Page::Ref::ToEntry() const {
@@ -76,7 +70,7 @@ Page::Slot Page::AppendEntry(std::string_view key, std::string_view value,
   Slot s;
   s.off = uint32_t(arena_.size());
   s.klen = uint16_t(key.size());
-  s.len = uint32_t(EntryLen(type_, key.size(), value.size(), blob.has_value()));
+  s.len = uint32_t(EntryBytes(type_, key.size(), value.size(), blob.has_value()));
   if (arena_.capacity() < arena_.size() + s.len)
     arena_.reserve(std::max(2 * arena_.capacity(), arena_.size() + s.len));
   // Appended piece by piece: growing the arena by resize() would first
@@ -153,81 +147,43 @@ void Page::Reset(PageType type) {
 
 absl::Status Page::Decode(std::span<const std::byte> in) {
   ++version_;
-  type_ = PageType::kNone;
-  has_log_ = true;
-  epoch_ = 0;
-  first_child_ = kNoPage;
-  meta_ = Meta{};
   slots_.clear();
   arena_.clear();
   dead_ = 0;
-  bytes_ = kPageHeaderBytes;
-  if (in.size() < kPageHeaderBytes) return absl::DataLossError("page shorter than its header");
-  const uint16_t magic = util::GetU16(&in[0]);
-  if (magic == 0) {
-    bool zero = std::all_of(in.begin(), in.begin() + kPageHeaderBytes,
-                            [](std::byte b) { return b == std::byte{0}; });
-    if (zero) return absl::OkStatus();  // never written
+  // Where each entry lies (kv_format.h: WalkPage checks every length),
+  // then the entries' bytes copied in at once.
+  const bool inner = in.size() >= kPageHeaderBytes && PageType(uint8_t(in[2])) == PageType::kInner;
+  size_t end = kPageHeaderBytes;
+  absl::StatusOr<PageHeader> h = WalkPage(
+      in,
+      [&](size_t at, size_t len, size_t klen) {
+        Slot s;
+        s.off = uint32_t(at - kPageHeaderBytes);
+        s.len = uint32_t(len);
+        s.klen = uint16_t(klen);
+        if (inner) s.child = util::GetU32(&in[at + 2 + klen]);
+        slots_.push_back(s);
+      },
+      &end);
+  if (!h.ok()) {  // left empty, as a page never written
+    const uint64_t version = version_;
+    *this = Page();
+    version_ = version + 1;
+    return h.status();
   }
-  if (magic != kPageMagic) return absl::DataLossError("page without its magic");
-  const PageType type = PageType(uint8_t(in[2]));
-  if (type != PageType::kLeaf && type != PageType::kInner)
-    return absl::DataLossError(absl::StrFormat("page of unknown type %d", int(type)));
-  type_ = type;
-  has_log_ = (uint8_t(in[3]) & 1) != 0;
-  const uint16_t count = util::GetU16(&in[4]);
-  epoch_ = util::GetU32(&in[8]);
-  first_child_ = util::GetU32(&in[12]);
-  meta_.next_page = util::GetU32(&in[16]);
-  meta_.blob_next = util::GetU32(&in[20]);
-  meta_.height = util::GetU32(&in[24]);
-  // Walk the entries to find where each starts and ends, then copy them
-  // all at once.
-  slots_.resize(count);
-  size_t at = kPageHeaderBytes;
-  const size_t end = in.size();
-  for (Slot& s : slots_) {
-    if (at + 2 > end) return absl::DataLossError("page entries run past its end");
-    const size_t klen = util::GetU16(&in[at]);
-    size_t len;
-    if (type_ == PageType::kInner) {
-      len = 2 + klen + 4;
-      if (at + len > end) return absl::DataLossError("page entries run past its end");
-      s.child = util::GetU32(&in[at + 2 + klen]);
-    } else {
-      s.child = kNoPage;
-      if (at + 3 + klen > end) return absl::DataLossError("page entries run past its end");
-      const uint8_t vkind = uint8_t(in[at + 2]);
-      if (vkind == 1) {
-        len = 3 + klen + 12;
-      } else {
-        if (at + 3 + klen + 2 > end) return absl::DataLossError("page entries run past its end");
-        len = 3 + klen + 2 + util::GetU16(&in[at + 3 + klen]);
-      }
-    }
-    if (at + len > end) return absl::DataLossError("page entries run past its end");
-    s.off = uint32_t(at - kPageHeaderBytes);
-    s.klen = uint16_t(klen);
-    s.len = uint32_t(len);
-    at += len;
-  }
-  arena_.assign(reinterpret_cast<const char*>(in.data()) + kPageHeaderBytes, at - kPageHeaderBytes);
-  bytes_ = at;
+  type_ = h->type;
+  has_log_ = h->has_log;
+  epoch_ = h->epoch;
+  first_child_ = h->first_child;
+  meta_ = h->meta;
+  arena_.assign(reinterpret_cast<const char*>(in.data()) + kPageHeaderBytes, end - kPageHeaderBytes);
+  bytes_ = end;
   return absl::OkStatus();
 }
 
 void Page::Encode(std::span<std::byte> out) const {
+  EncodePageHeader(PageHeader{type_, has_log_, uint16_t(slots_.size()), epoch_, first_child_, meta_}, out);
   std::byte* o = out.data();
-  std::memset(o, 0, kPageHeaderBytes);
-  util::PutU16(o, kPageMagic);
-  o[2] = std::byte(uint8_t(type_));
-  o[3] = std::byte(has_log_ ? 1 : 0);
-  util::PutU16(o + 4, uint16_t(slots_.size()));
-  util::PutU32(o + 8, epoch_);
-  util::PutU32(o + 12, first_child_);
-  util::PutU32(o + 16, meta_.next_page);
-  util::PutU32(o + 20, meta_.blob_next);
-  util::PutU32(o + 24, meta_.height);
   size_t at = kPageHeaderBytes;
   for (const Slot& s : slots_) {
     size_t n = std::min<size_t>(s.len, out.size() - at);
@@ -378,7 +334,7 @@ absl::Status Page::ApplyView(const LogEntryView& e, std::optional<BlobRef>* repl
       std::optional<BlobRef> blob;
       if (e.op == LogOp::kPutBlob) blob = e.blob;
       std::string_view value = e.op == LogOp::kPut ? e.value : std::string_view();
-      const size_t len = EntryLen(type_, e.key.size(), value.size(), blob.has_value());
+      const size_t len = EntryBytes(type_, e.key.size(), value.size(), blob.has_value());
       bool equal;
       size_t i = Bound(e.key, false, &equal);
       if (equal) {
