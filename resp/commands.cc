@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <limits>
 #include <map>
@@ -971,20 +972,21 @@ void Exec(Call& c) {
 void Prefetch(const CommandEnv& env, const Session& session, const std::deque<Argv>& requests) {
   if (!session.db || session.in_multi) return;
   constexpr size_t kMaxKeys = 64;
-  std::vector<std::string_view> keys;
+  std::array<std::string_view, kMaxKeys> keys;  // (no allocation per batch)
+  size_t n = 0;
   for (const Argv& argv : requests) {
     if (argv.empty()) break;
     const Spec* spec = Find(argv[0]);
     if (spec == nullptr || !(spec->flags & kQuick) || (spec->flags & kNoDb) || spec->first_key <= 0) break;
     const int last = spec->last_key < 0 ? int(argv.size()) + spec->last_key : spec->last_key;
-    for (int i = spec->first_key; i <= last && i < int(argv.size()) && keys.size() < kMaxKeys;
+    for (int i = spec->first_key; i <= last && i < int(argv.size()) && n < kMaxKeys;
          i += std::max(spec->step, 1))
-      keys.emplace_back(argv[size_t(i)]);
-    if (keys.size() >= kMaxKeys) break;
+      keys[n++] = argv[size_t(i)];
+    if (n >= kMaxKeys) break;
   }
-  if (keys.size() < 2) return;
+  if (n < 2) return;
   (void)env.databases->registry()->Use(session.db->ref(), [&](KvStore& store) {
-    store.Prefetch(keys);
+    store.Prefetch(std::span<const std::string_view>(keys.data(), n));
     return absl::OkStatus();
   });
 }
