@@ -393,6 +393,48 @@ TEST(KvPage, SlottedPageMatchesItsImage) {
   EXPECT_FALSE(z.Decode(bad).ok());
 }
 
+// The three readers of an encoded page (DecodePage, ProbePage and a
+// buffered Page) share one walker: each refuses a page whose entries run
+// past its end, a bad magic and an unknown type with DataLoss, and reads
+// an all-zero page as never written.
+TEST(KvFormat, MalformedPagesAreDataLossForEveryReader) {
+  kv::PageImage img;
+  img.type = kv::PageType::kLeaf;
+  for (int i = 0; i < 30; ++i) img.entries.push_back({Key(i), std::string(90, 'v'), std::nullopt, kv::kNoPage});
+  std::vector<std::byte> good(4096);
+  kv::EncodePage(img, good);
+  auto refused = [](std::span<const std::byte> page) {
+    kv::Page p;
+    bool all = !kv::DecodePage(page).ok() && !kv::ProbePage(page, Key(3)).ok() && !p.Decode(page).ok();
+    return all && p.count() == 0;
+  };
+  std::vector<std::byte> past = good;
+  ftl::util::PutU16(&past[4], 2000);  // count: more entries than the page can hold
+  EXPECT_TRUE(refused(past));
+  std::vector<std::byte> longkey = good;
+  ftl::util::PutU16(&longkey[kv::kPageHeaderBytes], 5000);  // the first key runs past the end
+  EXPECT_TRUE(refused(longkey));
+  std::vector<std::byte> magic = good;
+  magic[0] = std::byte{0x11};
+  EXPECT_TRUE(refused(magic));
+  std::vector<std::byte> type = good;
+  type[2] = std::byte{9};
+  EXPECT_TRUE(refused(type));
+  std::vector<std::byte> zero(4096);
+  ASSERT_OK_AND_ASSIGN(kv::PageImage z, kv::DecodePage(zero));
+  EXPECT_EQ(z.type, kv::PageType::kNone);
+  ASSERT_OK_AND_ASSIGN(kv::PageProbe pz, kv::ProbePage(zero, Key(1)));
+  EXPECT_EQ(pz.type, kv::PageType::kNone);
+  EXPECT_FALSE(pz.hit.has_value());
+  ASSERT_OK_AND_ASSIGN(kv::PageProbe hit, kv::ProbePage(good, Key(7)));
+  ASSERT_TRUE(hit.hit.has_value());
+  EXPECT_EQ(hit.hit->value, std::string(90, 'v'));
+  kv::Page p;
+  ASSERT_OK(p.Decode(good));
+  EXPECT_EQ(hit.bytes, p.bytes());
+  EXPECT_EQ(p.count(), 30u);
+}
+
 class KvStoreTest : public ::testing::TestWithParam<KvMode> {};
 
 TEST_P(KvStoreTest, ModelRandomOpsAndReopen) {
