@@ -10,7 +10,10 @@ namespace ftl::util {
 uint64_t Xxh3Avx2(const void* data, size_t len);
 
 namespace {
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+bool HaveAvx2() {
+  __builtin_cpu_init();  // may run before libgcc's own constructor does
+  return __builtin_cpu_supports("avx2");
+}
 }  // namespace
 #endif
 
@@ -19,7 +22,8 @@ uint64_t Xxh3(std::span<const std::byte> data) {
   // Inputs that reach xxh3's vector loop (blocks, pages) take the AVX2 build
   // where the CPU has it: 1.6-1.8x the baseline SSE2 build's speed on a
   // 4 KiB block (bench/JOURNAL.md 2026-11-27 15:10). The hash is the same.
-  if (data.size() > 240 && kHaveAvx2) return Xxh3Avx2(data.data(), data.size());
+  static const bool avx2 = HaveAvx2();
+  if (data.size() > 240 && avx2) return Xxh3Avx2(data.data(), data.size());
 #endif
   return XXH3_64bits(data.data(), data.size());
 }
