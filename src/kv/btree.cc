@@ -206,6 +206,7 @@ void BTree::Prefetch(std::span<const std::string_view> keys) {
       id = f->page.ChildFor(keys[i]);
     }
     const Frame* leaf = id == kNoPage ? nullptr : buf_->Peek(id);
+    if (id != kNoPage) buf_->diffs().Prefetch(id);
     if (leaf != nullptr) {
       // Its first four lines: the members a search and Get read.
       for (size_t at = 0; at < std::min<size_t>(sizeof(Frame), 256); at += 64)

@@ -39,15 +39,37 @@ void DiffLog::Bucket(uint32_t page, PageDiff& d) {
 void DiffLog::Unlist(uint32_t page, const PageDiff& d) {
   if (d.bytes.empty()) return;
   Unbucket(d);
-  by_age_.erase({d.oldest, page});
   --listed_;
 }
 
 void DiffLog::List(uint32_t page, PageDiff& d) {
   if (d.bytes.empty()) return;
   Bucket(page, d);
-  by_age_.insert({d.oldest, page});
   ++listed_;
+}
+
+void DiffLog::Aged(uint32_t page, uint64_t oldest) {
+  age_.emplace_back(oldest, page);
+  // Stale entries are bounded: past four per listed page (and a floor),
+  // keep the live ones, each once, in their order.
+  if (age_.size() <= 4 * listed_ + 4096) return;
+  std::vector<bool> seen(diffs_.size());
+  std::deque<std::pair<uint64_t, uint32_t>> live;
+  for (const auto& a : age_) {
+    if (!AgeLive(a) || seen[a.second]) continue;
+    seen[a.second] = true;
+    live.push_back(a);
+  }
+  age_.swap(live);
+}
+
+void DiffLog::TrimAge() const {
+  while (!age_.empty() && !AgeLive(age_.front())) age_.pop_front();
+}
+
+uint64_t DiffLog::tail() const {
+  TrimAge();
+  return age_.empty() ? head_seq_ : age_.front().first;
 }
 
 uint64_t DiffLog::AppendRecord(uint32_t page, uint32_t epoch, std::span<const std::byte> entry) {
@@ -90,6 +112,7 @@ void DiffLog::Append(uint32_t page, uint32_t epoch, std::span<const std::byte> e
     d.oldest = seq;
     d.bytes.append(reinterpret_cast<const char*>(entry.data()), entry.size());
     List(page, d);
+    Aged(page, seq);
     return;
   }
   // Same age: only its size bucket may change.
@@ -138,6 +161,7 @@ size_t DiffLog::Relog(uint32_t page) {
     d.bytes.append(reinterpret_cast<const char*>(b.data()), b.size());
   }
   List(page, d);
+  if (!d.bytes.empty()) Aged(page, d.oldest);
   return old.size();
 }
 
@@ -155,8 +179,9 @@ std::pair<uint32_t, size_t> DiffLog::Largest() const {
 }
 
 std::optional<uint32_t> DiffLog::Oldest() const {
-  if (by_age_.empty()) return std::nullopt;
-  return by_age_.begin()->second;
+  TrimAge();
+  if (age_.empty()) return std::nullopt;
+  return age_.front().second;
 }
 
 std::vector<uint32_t> DiffLog::PagesWithDiffs() const {
@@ -196,7 +221,7 @@ void DiffLog::PlanFlush(FlushPart* p) {
   // Every block from the tail to the head is written by now or by this
   // plan (plans are written in order), so the anchor may name the tail.
   const uint64_t t = tail();
-  if (t > anchor_planned_ && (t - anchor_planned_ >= kAnchorStep || by_age_.empty())) {
+  if (t > anchor_planned_ && (t - anchor_planned_ >= kAnchorStep || age_.empty())) {
     p->anchor = t;
     anchor_planned_ = t;
     p->blocks.emplace_back(layout_.anchor_lba, EncodeAnchor(t));
@@ -271,13 +296,18 @@ absl::Status DiffLog::Load(Volume* v, uint64_t* blocks_read) {
           d.bytes.clear();
           d.epoch = r.epoch;
         }
+        bool began = false;
         if (r.op != LogOp::kEpoch) {
-          if (d.bytes.empty()) d.oldest = seq;
+          if (d.bytes.empty()) {
+            d.oldest = seq;
+            began = true;
+          }
           d.bytes.append(reinterpret_cast<const char*>(r.entry.data()), r.entry.size());
         } else {
           d.bytes.clear();
         }
         List(r.page, d);
+        if (began) Aged(r.page, seq);
       }
       head_seq_ = seq;
       std::memcpy(head_.data(), b.data(), kBlock);

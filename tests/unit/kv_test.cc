@@ -13,6 +13,7 @@
 
 #include "ftl/kv.h"
 #include "ftl/pool.h"
+#include "kv/diff_log.h"
 #include "kv/kv_format.h"
 #include "kv/page.h"
 #include "status_asserts.h"
@@ -970,6 +971,53 @@ TEST(KvPdl, MalformedLogBlockIsDataLoss) {
   block[kv::kDiffBlockHeaderBytes + 8] = std::byte{0x7f};  // the first record's op
   ASSERT_OK(vol.Write(uint64_t(l.dlog_base) * 4096, block, true));
   EXPECT_TRUE(absl::IsDataLoss(KvStore::Open(&vol, {}).status()));
+}
+
+// The differential log's age queue (diff_log.h, age_) keeps stale entries
+// and drops them lazily; the tail and the oldest page must still be those
+// of the live differentials, through resets, relogs, drops, restarts
+// within one block and the queue's compaction.
+TEST(KvDiffLog, OldestAndTailFollowTheLiveDifferentials) {
+  ASSERT_OK_AND_ASSIGN(kv::Layout layout, kv::Layout::Plan(KvGeometry{}, 1 << 16));
+  ASSERT_TRUE(layout.has_diff_log());
+  kv::DiffLog dl(layout);
+  constexpr uint32_t kPages = 300;
+  std::vector<uint32_t> epoch(kPages, 1);
+  std::mt19937 rng(7);
+  for (int step = 0; step < 60000; ++step) {
+    const uint32_t page = rng() % (step < 30000 ? kPages : 40);  // later: a few hot pages
+    const int what = int(rng() % 100);
+    if (what < 80) {
+      kv::LogEntry e;
+      e.key = "k" + std::to_string(rng() % 1000);
+      e.value = std::string(rng() % 120, 'v');
+      dl.Append(page, epoch[page], kv::EncodeLogEntry(e));
+    } else if (what < 92) {
+      dl.Reset(page, ++epoch[page]);
+    } else if (what < 97) {
+      dl.Relog(page);
+    } else {
+      dl.Drop(page);
+    }
+    // Brute force over the table.
+    std::optional<uint64_t> min;
+    size_t live = 0;
+    for (uint32_t p = 0; p < kPages; ++p) {
+      const kv::DiffLog::PageDiff* d = dl.Find(p);
+      if (d == nullptr || d->bytes.empty()) continue;
+      ++live;
+      if (!min || d->oldest < *min) min = d->oldest;
+    }
+    ASSERT_EQ(dl.pages(), live) << step;
+    ASSERT_EQ(dl.tail(), min.value_or(dl.head())) << step;
+    std::optional<uint32_t> oldest = dl.Oldest();
+    ASSERT_EQ(oldest.has_value(), min.has_value()) << step;
+    if (oldest) {
+      const kv::DiffLog::PageDiff* d = dl.Find(*oldest);
+      ASSERT_NE(d, nullptr) << step;
+      ASSERT_EQ(d->oldest, *min) << step;
+    }
+  }
 }
 
 }  // namespace
