@@ -21,7 +21,8 @@ uint64_t Xxh3(std::span<const std::byte> data) {
 #if defined(__x86_64__)
   // Inputs that reach xxh3's vector loop (blocks, pages) take the AVX2 build
   // where the CPU has it: 1.6-1.8x the baseline SSE2 build's speed on a
-  // 4 KiB block (bench/JOURNAL.md 2026-11-27 15:10). The hash is the same.
+  // 4 KiB block (docs/decisions.md "xxh3 runs its AVX2 build"). The hash is
+  // the same.
   static const bool avx2 = HaveAvx2();
   if (data.size() > 240 && avx2) return Xxh3Avx2(data.data(), data.size());
 #endif

@@ -1,5 +1,8 @@
 #pragma once
-// xxh3 checksums for on-media structures and data blocks.
+// xxh3 checksums for on-media structures and data blocks. On x86-64 CPUs
+// with AVX2, inputs over 240 bytes are hashed by xxh3's AVX2 build
+// (checksum_avx2.cc), chosen once at first use; the values are the same.
+// Thread safety: pure functions, callable from any thread.
 
 #include <cstddef>
 #include <cstdint>
