@@ -126,15 +126,20 @@ TEST(LogFormat, RelocPacksWhenItCanAndRoundTripsEitherWay) {
 TEST(LogFormat, NoteOpsRoundTrip) {
   RecordHeader h;
   h.seq = 7;
-  Op tree{OpType::kTree};
+  Op tree;
+  tree.type = OpType::kTree;
   tree.tree = {12, 0, 1, 1, 123456789, "hourly-1"};
-  Op drop{OpType::kDrop};
+  Op drop;
+  drop.type = OpType::kDrop;
   drop.drop = 9;
-  Op rb{OpType::kRollback};
+  Op rb;
+  rb.type = OpType::kRollback;
   rb.rollback = {0, 12};
-  Op cl{OpType::kClone};
+  Op cl;
+  cl.type = OpType::kClone;
   cl.clone = {12, 100, 0, 200, 50};
-  Op at{OpType::kAttr};
+  Op at;
+  at.type = OpType::kAttr;
   at.attr = {0, 5, 6, kAttrNonPersistent, kAttrImmutable};
   h.ops = {tree, drop, rb, cl, at};
   size_t payload = 0;

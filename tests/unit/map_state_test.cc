@@ -151,7 +151,8 @@ TEST(MapStateApply, LeafEditsFromLookupsMatchFullAssigns) {
     log::RecordHeader h;
     h.seq = round + 10;
     for (size_t i = 0; i < ws.size(); ++i) {
-      log::Op op{log::OpType::kWrite};
+      log::Op op;
+      op.type = log::OpType::kWrite;
       op.write.vol = kVol;
       op.write.lba = ws[i].lba;
       op.write.vba = pa[i];
@@ -161,7 +162,8 @@ TEST(MapStateApply, LeafEditsFromLookupsMatchFullAssigns) {
       if (i % 16 == 8) {
         // A trim in the same record: it may empty and free leaves the
         // remaining writes' lookups went through (the shape moves).
-        log::Op trim{log::OpType::kTrim};
+        log::Op trim;
+        trim.type = log::OpType::kTrim;
         trim.trim = {kVol, Bno(rng() % (kBlocks - 300)), 1 + Bno(rng() % 300)};
         h.ops.push_back(std::move(trim));
       }
