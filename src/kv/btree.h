@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "kv/buffer_pool.h"
 
 namespace ftl::kv {
@@ -56,8 +57,9 @@ class BTree {
   // position taken in path[i] (inner pages).
   struct Path {
     BufferPool* buf;
-    std::vector<Frame*> frames;
-    std::vector<int> pos;
+    // (Inline: a descent allocates nothing up to a height of 8.)
+    absl::InlinedVector<Frame*, 8> frames;
+    absl::InlinedVector<int, 8> pos;
     ~Path() {
       for (Frame* f : frames) buf->Unpin(f);
     }
