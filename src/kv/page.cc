@@ -153,6 +153,10 @@ absl::Status Page::Decode(std::span<const std::byte> in) {
   // Where each entry lies (kv_format.h: WalkPage checks every length),
   // then the entries' bytes copied in at once.
   const bool inner = in.size() >= kPageHeaderBytes && PageType(uint8_t(in[2])) == PageType::kInner;
+  // Room for the header's count of slots at once (no growth per entry on
+  // a fresh frame), at most what the bytes could hold (5 bytes an entry).
+  if (in.size() >= kPageHeaderBytes)
+    slots_.reserve(std::min<size_t>(util::GetU16(&in[4]), (in.size() - kPageHeaderBytes) / 5));
   size_t end = kPageHeaderBytes;
   absl::StatusOr<PageHeader> h = WalkPage(
       in,
