@@ -91,6 +91,7 @@ void ApplyPoolOptions(const DaemonOptions& o, bool formatting, bool fully_alloca
   oopts->discard = o.discard && !fopts->preallocate && !fully_allocated;
   oopts->accept_loss = o.accept_loss;
   oopts->proof_delay = std::chrono::milliseconds(o.proof_delay_ms);
+  oopts->sector_headers = o.sector_headers;
 }
 
 absl::StatusOr<OpenedBacking> OpenBacking(const DaemonOptions& o) {

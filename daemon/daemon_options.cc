@@ -215,6 +215,11 @@ absl::StatusOr<DaemonOptions> ParseDaemonArgs(const std::vector<std::string>& ar
         return Bad(absl::StrCat("--proof-delay: '", *v, "' is not a number of milliseconds from 0 to 1000"));
       }
       o.proof_delay_ms = ms;
+    } else if (arg == "--sector-headers") {
+      auto v = value();
+      if (!v.ok()) return v.status();
+      if (*v != "on" && *v != "off") return Bad(absl::StrCat("--sector-headers: '", *v, "' is not on or off"));
+      o.sector_headers = *v == "on";
     } else if (arg == "--mirror") {
       st = flag(&o.mirror);
     } else if (arg == "--resilver-rate") {
@@ -338,6 +343,10 @@ over NBD. Runs in the foreground and logs to stderr.
                        lets recovery tell later damage to it from a torn
                        tail follows within MS (default 20); 0: before the
                        answer (a second sync per flush)
+      --sector-headers on|off  small log records put their headers into
+                       512-byte sectors of a shared header block where the
+                       backing writes sectors (default on); off: a 4 KiB
+                       header block per record
       --kv-buffer-pages N  pages each key-value store keeps in memory
                        (default 1024, at least 16)
       --kv-mode M      how key-value stores write pages: pdl (default:

@@ -5,6 +5,7 @@
 //        [--log-level LEVEL] [--placement auto|on|off] [--no-discard]
 //        [--accept-loss] [--kv-buffer-pages N] [--kv-mode MODE] [--kv-diff-mib N]
 //        [--preallocate] [--direct-io off|writes|on] [--proof-delay MS]
+//        [--sector-headers on|off]
 //        [--simulate-volatile-cache[=SEED]]
 //        [--tls off|on|require] [--tls-certificates DIR | --tls-psk FILE]
 //        [--tls-verify-peer]
@@ -50,6 +51,7 @@ struct DaemonOptions {
   DirectIo direct_io = DirectIo::kOff;  // OpenFileMedia's mode for backing files (--direct-io)
   bool accept_loss = false;        // OpenOptions::accept_loss (--accept-loss)
   uint32_t proof_delay_ms = 20;    // OpenOptions::proof_delay (--proof-delay)
+  bool sector_headers = true;      // OpenOptions::sector_headers (--sector-headers)
   uint32_t kv_buffer_pages = 1024; // KvOptions::buffer_pages of every key-value store
   std::string kv_mode = "pdl";     // KvOptions::mode: pdl, ipl, ipl-merge, in-place
   uint32_t kv_diff_mib = 32;       // KvOptions::diff_budget_bytes in MiB

@@ -53,6 +53,14 @@ class Media {
   virtual absl::Status WriteGather(uint64_t offset,
                                    std::span<const std::span<const std::byte>> pieces);
   virtual bool gathers_writes() const { return false; }
+  // True if a Write of one aligned 512-byte sector reaches the device as
+  // that sector alone (or as its 4 KiB block with the other sectors' bytes
+  // unchanged), cheaply: no read of the rest of the block. The log then
+  // puts small records' headers into sectors of an earlier header block
+  // (log/log_format.h, "Sector chains"); a power cut leaves such a sector
+  // old or new, as the crash model assumes of every sector. Default false:
+  // every record gets a header block.
+  virtual bool writes_sectors() const { return false; }
   // Reads as Read, for a caller that can judge what it gets: `check` is
   // called on each unit_bytes of `out`. Media holding one copy of each
   // byte read once and ignore the check (the default); a mirror

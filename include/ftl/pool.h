@@ -109,6 +109,12 @@ struct OpenOptions {
   // window in which a crash plus damage to the last record would read as
   // a torn tail (docs/decisions.md, "Deferred durability proof").
   std::chrono::milliseconds proof_delay{20};
+  // Small records put their headers into 512-byte sectors of an earlier
+  // header block where the media writes sectors (Media::writes_sectors;
+  // docs/decisions.md, "Sector headers"). False: a header block for every
+  // record, as format 8 wrote them (for A/B runs, and for tests that
+  // count media writes per record). Either layout reads back the same.
+  bool sector_headers = true;
 };
 
 // Result of Pool::Check: every inconsistency found, one line each.

@@ -228,6 +228,7 @@ absl::Status Checkpointer::Encode(uint64_t next_seq) {
   last_inners_ = inners;
   last_time_ = std::chrono::steady_clock::now();
   last_seq_ = next_seq;
+  state_->checkpoint_encoded_seq = std::max(state_->checkpoint_encoded_seq, next_seq);
   return absl::OkStatus();
 }
 

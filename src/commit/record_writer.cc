@@ -95,19 +95,41 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
   }
   if (batch.empty()) return Written{};
   const bool synced = sync || (fua && sync_fua);
-  const uint32_t hb = log::HeaderBlocksFor(payload);
   const uint32_t data_blocks = uint32_t(user_blocks + reloc_blocks);
+  const uint32_t seg_first = map.segments().FirstBlock(seg).value();
+  const uint32_t write_ptr = map.segments().at(seg).write_ptr;
+  const log::Pba pba(seg_first + write_ptr);
+  // A small header joins the slot's sector chain when the chain is still
+  // the newest thing in this segment and no checkpoint was encoded since
+  // it began (log/log_format.h, "Sector chains").
+  Chain& chain = chains_[int(slot)];
+  const bool small = sectors_ && log::SectorHeaderFits(payload);
+  const bool join = small && chain.seg == seg && chain.next_sector < log::kSectorsPerBlock &&
+                    chain.end == write_ptr && chain.last_seq == map.segments().at(seg).max_seq &&
+                    chain.first_seq >= state_->checkpoint_encoded_seq;
+  if (join) {
+    h.sector = uint8_t(chain.next_sector);
+    h.data_start = write_ptr;
+  }
+  chain.seg = UINT32_MAX;  // set again below once written
+  const uint32_t hb = join ? 0 : log::HeaderBlocksFor(payload);
   // The record buffer is reused from batch to batch. The data follows the
   // header in request order: handed to the media as pieces when it
-  // gathers (no copy), else copied behind the header.
+  // gathers (no copy), else copied behind the header. A sector header is
+  // encoded apart and written into its sector after the data.
   const bool gather = media_->gathers_writes();
   const size_t record_bytes = size_t(hb + data_blocks) * kBlockSize;
   const size_t buf_bytes = gather ? size_t(hb) * kBlockSize : record_bytes;
   if (record_buf_.size() < buf_bytes) record_buf_ = media::AlignedBuffer(buf_bytes);
   std::span<std::byte> buf = record_buf_.span().subspan(0, buf_bytes);
-  log::EncodeRecordHeader(h, buf.subspan(0, size_t(hb) * kBlockSize));
+  if (join) {
+    if (sector_buf_.size() < log::kSectorBytes) sector_buf_ = media::AlignedBuffer(kBlockSize);
+    log::EncodeRecordHeader(h, sector_buf_.span().subspan(0, log::kSectorBytes));
+  } else {
+    log::EncodeRecordHeader(h, buf.subspan(0, size_t(hb) * kBlockSize));
+  }
   gather_.clear();
-  if (gather) gather_.push_back(buf.subspan(0, size_t(hb) * kBlockSize));
+  if (gather && hb > 0) gather_.push_back(buf.subspan(0, size_t(hb) * kBlockSize));
   std::byte* p = buf.data() + size_t(hb) * kBlockSize;
   {
     // Data blocks in record order: the ops of h (moved from the requests)
@@ -127,9 +149,13 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
       }
     }
   }
-  const log::Pba pba = map.segments().FirstBlock(seg) + map.segments().at(seg).write_ptr;
-  absl::Status s = gather ? media_->WriteGather(MediaOffset(pba), gather_)
-                          : media_->Write(MediaOffset(pba), buf);
+  absl::Status s;
+  if (record_bytes > 0)
+    s = gather ? media_->WriteGather(MediaOffset(pba), gather_) : media_->Write(MediaOffset(pba), buf);
+  if (s.ok() && join) {
+    s = media_->Write(MediaOffset(chain.header_pba) + uint64_t(h.sector) * log::kSectorBytes,
+                      sector_buf_.span().subspan(0, log::kSectorBytes));
+  }
   if (s.ok()) {
     durability_->NoteWritten(h.seq, h.durable_seq, joined, !h.ops.empty());
     // Joined records sync once, after the last of them.
@@ -142,8 +168,16 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
       if (o.type == log::OpType::kWrite) map.UnplanWrite(o.write.vba);
     return s;
   }
+  if (join) {
+    chain.seg = seg;
+    ++chain.next_sector;
+    chain.last_seq = h.seq;
+    chain.end = write_ptr + data_blocks;
+  } else if (small && hb == 1) {
+    chain = Chain{seg, h.seq, h.seq, pba, 1, write_ptr + hb + data_blocks};
+  }
   state::PoolCounters& c = state_->counters;
-  c.media_bytes += record_bytes;
+  c.media_bytes += record_bytes + (join ? log::kSectorBytes : 0);
   c.NoteIo();
   c.user_bytes += user_blocks * kBlockSize;
   c.reloc_bytes += reloc_blocks * kBlockSize;

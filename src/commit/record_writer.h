@@ -3,7 +3,8 @@
 // each request against the current state (its volume still exists, its
 // notes still apply), plans the VBAs of its writes, encodes the header,
 // writes header and data with one media write into the slot's open
-// segment, applies the record to the map (MapState::ApplyRecord, the same
+// segment (or, for a small record, its data there and its header into a
+// sector of an earlier header block: log/log_format.h, "Sector chains"), applies the record to the map (MapState::ApplyRecord, the same
 // function replay uses) and hands out record seqs (docs/architecture.md,
 // "An NBD write").
 //
@@ -11,6 +12,7 @@
 // tree_meta_mu (catalogue records) and map_mu exclusively to plan and
 // apply; never holds them during media I/O.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -30,12 +32,19 @@ class RecordWriter {
  public:
   RecordWriter(std::shared_ptr<Media> media, state::PoolState* state, SegmentAllocator* segments,
                log::Durability* durability)
-      : media_(std::move(media)), state_(state), segments_(segments), durability_(durability) {}
+      : media_(std::move(media)),
+        sectors_(media_->writes_sectors()),
+        state_(state),
+        segments_(segments),
+        durability_(durability) {}
   void Configure(const log::Uuid& uuid, uint64_t data_offset, uint64_t next_seq) {
     uuid_ = uuid;
     data_offset_ = data_offset;
     next_seq_ = next_seq;
   }
+  // Sector chains on media that write sectors (on by default). Before
+  // the first Write.
+  void set_sector_headers(bool on) { sectors_ = on && media_->writes_sectors(); }
   // The seq the next record gets.
   uint64_t next_seq() const { return next_seq_; }
 
@@ -58,7 +67,19 @@ class RecordWriter {
  private:
   uint64_t MediaOffset(log::Pba pba) const { return data_offset_ + uint64_t(pba.value()) * log::kBlock; }
 
+  // A slot's chain of sector headers (log/log_format.h, "Sector chains"):
+  // the header block of its first record and what the next may join.
+  struct Chain {
+    uint32_t seg = UINT32_MAX;  // none
+    uint64_t first_seq = 0;
+    uint64_t last_seq = 0;
+    log::Pba header_pba{0};
+    uint32_t next_sector = 0;
+    uint32_t end = 0;  // the segment's write point after the chain
+  };
+
   std::shared_ptr<Media> media_;
+  bool sectors_;  // sector chains: on, and the media writes sectors
   state::PoolState* state_;
   SegmentAllocator* segments_;
   log::Durability* durability_;
@@ -66,6 +87,8 @@ class RecordWriter {
   uint64_t data_offset_ = 0;
   uint64_t next_seq_ = 1;
   media::AlignedBuffer record_buf_;
+  media::AlignedBuffer sector_buf_;  // a sector header
+  std::array<Chain, gc::kSlotCount> chains_{};
   // The pieces of one record for Media::WriteGather (reused).
   std::vector<std::span<const std::byte>> gather_;
   // A batch's write LBAs, looked up at once (MapState::LookupWrites).

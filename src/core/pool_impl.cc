@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<PoolImpl>> PoolImpl::DoOpen(std::shared_ptr<Media
   PoolImpl* pool = p.get();
   pool->read_only_ = o.read_only;
   pool->accept_loss_ = o.accept_loss;
+  pool->writer_.set_sector_headers(o.sector_headers);
   absl::Status st = RunSteps("open", {
       {"read superblock", [&] { return pool->ReadSuperblock(); }},
       {"load checkpoint / recover", [&] { return pool->Recover(); }},

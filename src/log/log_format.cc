@@ -380,7 +380,10 @@ void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out) {
   std::vector<std::byte> payload;
   Encoder pe(&payload);
   EncodeOps(h.ops, pe);
-  h.header_blocks = uint16_t(HeaderBlocksFor(payload.size()));
+  const bool in_sector = h.sector > 0;
+  h.header_blocks = in_sector ? 0 : uint16_t(HeaderBlocksFor(payload.size()));
+  h.payload_len = uint32_t(payload.size());
+  if (!in_sector) h.data_start = 0;
   h.data_blocks = 0;
   for (const Op& op : h.ops) h.data_blocks += op.data_blocks();
   std::vector<std::byte> fixed;
@@ -394,12 +397,13 @@ void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out) {
   e.U64(h.durable_seq);
   e.Bytes(h.uuid);
   e.U8(uint8_t(h.stream));
-  e.U8(h.joined ? kRecordJoined : 0);
-  e.U8(0);
+  e.U8(uint8_t((h.joined ? kRecordJoined : 0) | (in_sector ? kRecordInSector : 0)));
+  e.U8(h.sector);
   e.U8(0);
   e.U64(0);  // checksum placeholder at kCsumOffset
+  e.U32(h.data_start);
   fixed.resize(kRecordFixedBytes);
-  std::memset(out.data(), 0, size_t(h.header_blocks) * kBlock);
+  std::memset(out.data(), 0, in_sector ? kSectorBytes : size_t(h.header_blocks) * kBlock);
   std::memcpy(out.data(), fixed.data(), kRecordFixedBytes);
   std::memcpy(out.data() + kRecordFixedBytes, payload.data(), payload.size());
   uint64_t sum = util::Xxh3(out.subspan(0, kRecordFixedBytes + payload.size()));
@@ -427,13 +431,27 @@ absl::StatusOr<RecordHeader> DecodeHeader(std::span<const std::byte> header, boo
   auto uuid = d.Bytes(16);
   std::memcpy(h.uuid.data(), uuid.data(), 16);
   h.stream = Stream(d.U8());
-  h.joined = (d.U8() & kRecordJoined) != 0;
-  if (h.header_blocks == 0 || h.header_blocks > kMaxHeaderBlocks ||
-      HeaderBlocksFor(payload_len) != h.header_blocks) {
-    return absl::DataLossError("bad record header size");
-  }
-  if (header.size() < size_t(h.header_blocks) * kBlock) {
-    return absl::OutOfRangeError("need more header blocks");
+  const uint8_t flags = d.U8();
+  h.joined = (flags & kRecordJoined) != 0;
+  h.sector = d.U8();
+  d.U8();
+  d.U64();  // the checksum, compared below
+  h.data_start = d.U32();
+  h.payload_len = payload_len;
+  if (flags & kRecordInSector) {
+    if (h.header_blocks != 0 || h.sector == 0 || h.sector >= kSectorsPerBlock ||
+        !SectorHeaderFits(payload_len)) {
+      return absl::DataLossError("bad sector header");
+    }
+    if (header.size() < kSectorBytes) return absl::OutOfRangeError("short sector header");
+  } else {
+    if (h.sector != 0 || h.data_start != 0 || h.header_blocks == 0 ||
+        h.header_blocks > kMaxHeaderBlocks || HeaderBlocksFor(payload_len) != h.header_blocks) {
+      return absl::DataLossError("bad record header size");
+    }
+    if (header.size() < size_t(h.header_blocks) * kBlock) {
+      return absl::OutOfRangeError("need more header blocks");
+    }
   }
   std::vector<std::byte> copy(header.begin(), header.begin() + kRecordFixedBytes + payload_len);
   uint64_t stored = util::GetU64(copy.data() + kCsumOffset);

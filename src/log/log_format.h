@@ -24,13 +24,35 @@
 //   segment     := record* (records never span segments; the rest of a
 //                  segment after its last record is garbage)
 //   record      := header_block{header_blocks} data_block{data_blocks}
+//                | sector_record                                (format >= 9)
 //   header      := magic u32 "FTLR" | version u16 | header_blocks u16
 //                  | data_blocks u32 | payload_len u32 | seq u64
 //                  | durable_seq u64 | uuid 16B | stream u8 | flags u8
-//                  | pad 2
+//                  | sector u8 | pad 1
 //                  | xxh3 u64 (of the 64-byte fixed part with this field zero,
-//                    then the payload) | pad 4 | payload (payload_len bytes)
-//                  | zeros to the end of the last header block
+//                    then the payload) | data_start u32 | payload (payload_len
+//                    bytes) | zeros to the end of the last header block
+//                  (sector and data_start are 0 except in a sector header)
+//   sector_record := data_block{data_blocks}, described by a sector header
+//   sector header := a header with flags bit 1 (IN_SECTOR), header_blocks 0,
+//                  sector 1..7 and payload_len <= 448, alone in the 512-byte
+//                  sector `sector` of the header block of an earlier record of
+//                  the same segment (the chain's first record, whose header
+//                  is one block with payload_len <= 448); data_start is the
+//                  block (within the segment) of its first data block
+//
+// Sector chains (format >= 9; docs/decisions.md "Sector headers"): a small
+// record may leave its header block's sectors 1-7 zero; the next small
+// records of the segment may then put their headers there, one sector each,
+// written once (512 bytes), with their data appended at the segment's write
+// point as usual. A chain reads in order: the block header's record, then
+// sector 1's record if valid (checksum, IN_SECTOR, sector 1, data_start =
+// the end of the previous record, a higher seq), then sector 2's, ...; the
+// first sector that is not ends the chain and the next record starts at the
+// end of the chain's last one. A chain never spans a checkpoint: its first
+// record is newer than every checkpoint taken while it grows, so a
+// recovery that scans an open segment from a checkpoint's write point
+// never starts inside one.
 //   payload     := op*
 //   op          := WRITE  u8=1 | vol u32 | lba u32 | count u32
 //                           | (vba u32 | csum u32){count}
@@ -102,11 +124,11 @@ namespace ftl::log {
 // has a distinct type for each kind.
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 8;
+inline constexpr uint32_t kFormatVersion = 9;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
 // no JOINED records, version 3 no RELOCP, version 4 no DATASET, version 5
-// no RESIZE, versions 6 and 7 no mirror device labels; opening upgrades the
-// superblock). Version 7 was never released (reserved while issues 21 and
+// no RESIZE, versions 6 and 7 no mirror device labels, version 8 no sector
+// headers; opening upgrades the superblock). Version 7 was never released (reserved while issues 21 and
 // 22 were built side by side; it reads as 6); version 8 changed nothing
 // inside the pool: it marks
 // the mirror device label (whose block carries 8 in the superblock's
@@ -119,6 +141,11 @@ inline constexpr uint16_t kRecordVersion = 1;
 inline constexpr size_t kRecordFixedBytes = 64;
 // Record header flags.
 inline constexpr uint8_t kRecordJoined = 1;
+inline constexpr uint8_t kRecordInSector = 2;
+// Sector headers (format >= 9).
+inline constexpr uint32_t kSectorBytes = 512;
+inline constexpr uint32_t kSectorsPerBlock = kBlock / kSectorBytes;
+inline constexpr size_t kMaxSectorPayload = kSectorBytes - 64;
 // Largest header a record may have; bounds group-commit batches.
 inline constexpr uint32_t kMaxHeaderBlocks = 8;
 
@@ -267,6 +294,12 @@ struct RecordHeader {
   Stream stream = Stream::kUser;
   // JOINED: atomic together with record seq + 1 (see the grammar).
   bool joined = false;
+  // A sector header (sector 1..7, header_blocks 0): its data starts at
+  // block data_start of the segment. 0 for a block header.
+  uint8_t sector = 0;
+  uint32_t data_start = 0;
+  // As encoded or decoded.
+  uint32_t payload_len = 0;
   std::vector<Op> ops;
 };
 
@@ -282,10 +315,17 @@ inline uint32_t HeaderBlocksFor(size_t payload_bytes) {
   return uint32_t((kRecordFixedBytes + payload_bytes + kBlock - 1) / kBlock);
 }
 // Encodes the header (header_blocks blocks) into `out`, which must hold
-// h.header_blocks * 4096 bytes. Fills in header_blocks from the ops.
+// h.header_blocks * 4096 bytes. Fills in header_blocks, data_blocks and
+// payload_len from the ops. With h.sector > 0 it encodes a sector header
+// instead: header_blocks 0, into the 512 bytes `out` must hold (REQUIRES:
+// the payload fits a sector, SectorHeaderFits).
 void EncodeRecordHeader(RecordHeader& h, std::span<std::byte> out);
+// Whether ops with `payload_bytes` of payload fit a sector header (and a
+// block header that leaves sectors 1-7 free).
+inline bool SectorHeaderFits(size_t payload_bytes) { return payload_bytes <= kMaxSectorPayload; }
 // Decodes a header from its first block; `more` supplies further header
 // blocks when header_blocks > 1 (pass the whole header span if available).
+// A sector header decodes from its 512 bytes.
 // NotFound: no record magic (end of segment). DataLoss: checksum mismatch or
 // malformed payload. OutOfRange: needs more blocks than given (call again
 // with header_blocks blocks).

@@ -28,7 +28,11 @@ CheckedBlockReader MediaSegmentReader(Media* media, uint64_t segment_offset, boo
 
 struct ParsedRecord {
   RecordHeader header;
-  uint32_t first_block = 0;  // block offset of the header within the segment
+  // Block offset of the header within the segment; for a sector header
+  // (header_blocks 0) that of its first data block, the header being in
+  // sector header.sector of header_block.
+  uint32_t first_block = 0;
+  uint32_t header_block = 0;
   bool data_ok = true;       // every data block matched its checksum
   uint32_t end_block() const { return first_block + header.header_blocks + header.data_blocks; }
   uint32_t data_block(uint32_t i) const { return first_block + header.header_blocks + i; }
@@ -62,7 +66,8 @@ struct ScanOptions {
 };
 
 // Stops at the first block that is not a valid record, at a record whose seq
-// does not increase, or after a record whose data fails its checksum (that
+// does not increase (a chain of sector headers ends at its first sector that
+// is not a valid record continuing it: log_format.h), or after a record whose data fails its checksum (that
 // record is returned with data_ok = false). Reads header-first so that a
 // segment with no new records costs one block read.
 // The checks it passes: a header's first block is kGood if it is a whole

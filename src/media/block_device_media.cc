@@ -113,6 +113,8 @@ class BlockDeviceMedia : public Media {
   }
 
   std::string Describe() const override { return what_; }
+  // A device of 512-byte logical blocks writes a sector as such (direct).
+  bool writes_sectors() const override { return block_ <= 512; }
 
  private:
   bool Aligned(uint64_t offset, uint64_t length, const void* p) const {

@@ -47,6 +47,8 @@ class FaultMedia : public Media {
   // fault applies to the record as a whole); saying it gathers makes the
   // engine take its gather path under the crash tests too.
   bool gathers_writes() const override { return true; }
+  // Tears at 512-byte sectors, so sector writes are what it models.
+  bool writes_sectors() const override { return true; }
   absl::Status Sync() override;
   absl::Status Discard(uint64_t offset, uint64_t length) override;
   std::string Describe() const override { return "fault-injecting memory"; }

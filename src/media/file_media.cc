@@ -32,10 +32,13 @@ constexpr size_t kZeroChunk = 1 << 20;
 // Thread-safety: all methods may be called concurrently (pread/pwrite).
 class FileMedia : public Media {
  public:
-  FileMedia(int fd, int direct_fd, DirectIo direct, std::string path, uint64_t size)
+  // direct_sectors: the direct descriptor takes 512-byte aligned I/O
+  // (statx's DIO alignment).
+  FileMedia(int fd, int direct_fd, DirectIo direct, bool direct_sectors, std::string path, uint64_t size)
       : fd_(fd),
         direct_fd_(direct_fd),
         direct_reads_(direct_fd >= 0 && direct == DirectIo::kAll),
+        direct_sectors_(direct_fd >= 0 && direct_sectors),
         path_(std::move(path)),
         what_(direct_fd < 0 ? "file " + path_
                             : absl::StrCat("file ", path_, " (direct ",
@@ -61,9 +64,14 @@ class FileMedia : public Media {
                      std::span<const std::byte> data) override {
     if (auto s = CheckRange(what_, offset, data.size(), size_); !s.ok())
       return s;
-    const bool direct = direct_fd_ >= 0 && Aligned(offset, data.size(), data.data());
+    const bool direct = direct_fd_ >= 0 && (Aligned(offset, data.size(), data.data()) ||
+                                            (direct_sectors_ && SectorAligned(offset, data.size(), data.data())));
     return PwriteAll(direct ? direct_fd_ : fd_, data, offset, what_);
   }
+  // Buffered: the page cache takes a sector into its cached page. Direct:
+  // only if the file system takes 512-byte direct writes (else a sector
+  // write would read its block back into the page cache).
+  bool writes_sectors() const override { return direct_fd_ < 0 || direct_sectors_; }
 
   absl::Status WriteGather(uint64_t offset,
                            std::span<const std::span<const std::byte>> pieces) override {
@@ -140,6 +148,11 @@ class FileMedia : public Media {
     return offset % kDirectAlign == 0 && length % kDirectAlign == 0 &&
            reinterpret_cast<uintptr_t>(p) % kDirectAlign == 0;
   }
+  static constexpr uint64_t kSectorAlign = 512;
+  static bool SectorAligned(uint64_t offset, uint64_t length, const void* p) {
+    return offset % kSectorAlign == 0 && length % kSectorAlign == 0 &&
+           reinterpret_cast<uintptr_t>(p) % kSectorAlign == 0;
+  }
 
   absl::Status WriteZeros(uint64_t offset, uint64_t length) {
     std::vector<std::byte> zeros(std::min<uint64_t>(length, kZeroChunk));
@@ -158,6 +171,7 @@ class FileMedia : public Media {
   const int fd_;
   const int direct_fd_;  // -1: every I/O takes fd_
   const bool direct_reads_;
+  const bool direct_sectors_;
   const std::string path_;
   const std::string what_;
   const uint64_t size_;
@@ -224,7 +238,14 @@ absl::StatusOr<std::shared_ptr<Media>> OpenFileMedia(const std::string& path,
                                   path, std::strerror(errno));
     }
   }
-  return std::make_shared<media::FileMedia>(fd, direct_fd, direct, path, size);
+  bool direct_sectors = false;
+  if (direct_fd >= 0) {
+    struct statx sx {};
+    direct_sectors = ::statx(direct_fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+                     (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align > 0 &&
+                     sx.stx_dio_offset_align <= 512 && sx.stx_dio_mem_align <= 512;
+  }
+  return std::make_shared<media::FileMedia>(fd, direct_fd, direct, direct_sectors, path, size);
 }
 
 }  // namespace ftl

@@ -53,6 +53,7 @@ class MemMedia : public Media {
     return absl::OkStatus();
   }
   bool gathers_writes() const override { return true; }
+  bool writes_sectors() const override { return true; }
   bool discard_zeroes() const override { return true; }
 
   absl::Status Sync() override { return absl::OkStatus(); }

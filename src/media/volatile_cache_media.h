@@ -79,6 +79,8 @@ class VolatileCacheMedia : public Media {
   absl::Status WriteGather(uint64_t offset,
                            std::span<const std::span<const std::byte>> pieces) override;
   bool gathers_writes() const override { return true; }  // one copy, into the cache
+  // Cached, and written through a sector at a time: what it models.
+  bool writes_sectors() const override { return true; }
   absl::Status Sync() override;
   absl::Status Discard(uint64_t offset, uint64_t length) override;
   void Prepare(uint64_t offset, uint64_t length) override { inner_->Prepare(offset, length); }

@@ -63,6 +63,10 @@ class PoolState {
   // Guarded by map_mu (and the commit role; see above). Set at open.
   std::unique_ptr<MapState> map;
   PoolCounters counters;
+  // The first seq not covered by the newest checkpoint encoded (commit
+  // role): a record's header may join a sector chain only if the chain's
+  // first record is not older (log/log_format.h, "Sector chains").
+  uint64_t checkpoint_encoded_seq = 0;
 
   // Sizes the reader pins once the segment count is known.
   void InitPins(uint32_t segment_count);

@@ -142,6 +142,11 @@ struct EngineOptions {
   bool read_only = false;
   bool accept_loss = false;
   std::chrono::milliseconds proof_delay{0};  // OpenOptions::proof_delay
+  // OpenOptions::sector_headers. Off here: these tests read a record's
+  // header in the block before its data (HeaderAt at computed places);
+  // sector chains are tested in log_format_test, committer_test
+  // (SmallRecordsChain...), recovery_test and the crash tier.
+  bool sector_headers = false;
 };
 
 // The parts of an open pool, wired as core::PoolImpl wires them; Open()
@@ -171,6 +176,7 @@ class Engine {
     if (r->clean) segments.AdoptOpenSegments();
     durability.Reset(r->next_seq);
     writer.Configure(sb.uuid, sb.data_offset, r->next_seq);
+    writer.set_sector_headers(o.sector_headers);
     if (!o.read_only && r->needs_checkpoints) {
       for (int i = 0; i < 2; ++i)
         if (absl::Status s = checkpointer.Checkpoint(writer.next_seq()); !s.ok()) return s;
@@ -257,6 +263,12 @@ class Engine {
     media::AlignedBuffer b(size_t(log::kMaxHeaderBlocks) * kBlockSize);
     if (absl::Status s = media->Read(MediaOffset(pba), b.span()); !s.ok()) return s;
     return log::DecodeRecordHeader(b.span());
+  }
+  // The sector header in sector `sector` of physical block `pba`.
+  absl::StatusOr<log::RecordHeader> SectorAt(Bno pba, uint32_t sector) {
+    media::AlignedBuffer b(kBlockSize);
+    if (absl::Status s = media->Read(MediaOffset(pba), b.span()); !s.ok()) return s;
+    return log::DecodeRecordHeader(b.span().subspan(size_t(sector) * log::kSectorBytes, log::kSectorBytes));
   }
 
   std::shared_ptr<Media> media;

@@ -246,12 +246,42 @@ TEST_F(CorruptionTest, DamagedDurableRecordRefusesToOpen) {
   auto a = Pattern(10, 0, 16 << 10), b = Pattern(11, 1 << 20, 16 << 10);
   // Damage the header of the record holding `a`: the record after it says
   // `a` was durable, so this is media damage, not a torn write.
-  uint64_t data_at = TwoDurableWritesThenCrash(a, b);
-  ASSERT_NE(data_at, UINT64_MAX);
-  Smash(data_at - kBlockSize + 30, 8);
+  ASSERT_NE(TwoDurableWritesThenCrash(a, b), UINT64_MAX);
+  const uint64_t header = testing::FindWriteHeader(*media_, 0, 0);  // a block or a sector header
+  ASSERT_NE(header, UINT64_MAX);
+  Smash(header + 30, 8);
   auto p = Pool::Open(media_, QuietOpen(false));
   EXPECT_TRUE(absl::IsDataLoss(p.status())) << p.status();
   EXPECT_NE(p.status().message().find("durable"), std::string::npos);
+}
+
+// Format 9: a record whose header is a sector of an earlier header block
+// (log_format.h, "Sector chains"). Damage to that sector with a later
+// durable record is media damage: the open refuses; with accept_loss the
+// blocks it names answer EIO and the records after it are served.
+TEST_F(CorruptionTest, DamagedSectorHeaderOfADurableRecordRefusesToOpen) {
+  const uint64_t kB = kBlockSize;
+  ASSERT_OK(vol()->Write(0, Pattern(40, 0, kB), /*fua=*/true));
+  ASSERT_OK(vol()->Write(256 * kB, Pattern(41, 256 * kB, 2 * kB), /*fua=*/true));
+  ASSERT_OK(vol()->Write(512 * kB, Pattern(42, 512 * kB, kB), /*fua=*/true));
+  pool_.reset();
+  const uint64_t header = testing::FindWriteHeader(*media_, 0, 256);
+  ASSERT_NE(header, UINT64_MAX);
+  ASSERT_NE(header % kB, 0u) << "the middle record's header is not a sector header";
+  media_->FlipBit(header + 25, 1);  // its durable_seq: the claim stays readable
+  auto p = Pool::Open(media_, QuietOpen(false));
+  EXPECT_TRUE(absl::IsDataLoss(p.status())) << p.status();
+  EXPECT_NE(p.status().message().find("durable"), std::string::npos) << p.status();
+  auto open = QuietOpen(false);
+  open.accept_loss = true;
+  ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, open));
+  std::vector<std::byte> out(kB);
+  EXPECT_TRUE(absl::IsDataLoss(vol()->Read(256 * kB, out)));
+  EXPECT_TRUE(absl::IsDataLoss(vol()->Read(257 * kB, out)));
+  ASSERT_OK(vol()->Read(0, out));
+  EXPECT_EQ(out, Pattern(40, 0, kB));
+  ASSERT_OK(vol()->Read(512 * kB, out));
+  EXPECT_EQ(out, Pattern(42, 512 * kB, kB));
 }
 
 // Issue 19 item 2: the last record before a crash was acknowledged as
@@ -287,9 +317,9 @@ TEST_P(DamagedLastRecordTest, DataDamageReadsAsErrorNotOldData) {
 
 TEST_P(DamagedLastRecordTest, HeaderDamageRefusesToOpen) {
   auto new_data = WriteAcknowledgedThenCrash(23);
-  uint64_t at = FindBlock(std::vector<std::byte>(new_data.begin(), new_data.begin() + 4096));
-  ASSERT_NE(at, UINT64_MAX);
-  media_->FlipBit(at - kBlockSize + 40, 1);  // the record's header
+  const uint64_t header = testing::FindWriteHeader(*media_, 0, 0);
+  ASSERT_NE(header, UINT64_MAX);
+  media_->FlipBit(header + 40, 1);  // the record's header (a block or a sector header)
   auto p = Pool::Open(media_, QuietOpen(false));
   EXPECT_TRUE(absl::IsDataLoss(p.status())) << p.status();
   EXPECT_NE(p.status().message().find("durable"), std::string::npos) << p.status();
@@ -306,14 +336,14 @@ TEST_F(CorruptionTest, DeferredProofDetectsDamageOnceTheMarkerIsDurable) {
   auto old_data = Pattern(131, 0, 64 << 10), new_data = Pattern(31, 0, 64 << 10);
   ASSERT_OK(vol()->Write(0, old_data));
   ASSERT_OK(vol()->Flush());
-  const uint64_t writes = media_->writes();
+  const uint64_t seq = pool_->Stats().next_seq;
   ASSERT_OK(vol()->Write(0, new_data));
   ASSERT_OK(vol()->Flush());
-  EXPECT_EQ(media_->writes(), writes + 1) << "the flush wrote a marker before its answer";
+  EXPECT_EQ(pool_->Stats().next_seq, seq + 1) << "the flush wrote a marker before its answer";
   // The marker: one more record, synced (bounded wait).
-  for (int i = 0; i < 2500 && media_->writes() < writes + 2; ++i)
+  for (int i = 0; i < 2500 && pool_->Stats().next_seq < seq + 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  ASSERT_EQ(media_->writes(), writes + 2) << "no deferred marker was written";
+  ASSERT_EQ(pool_->Stats().next_seq, seq + 2) << "no deferred marker was written";
   for (int i = 0; i < 2500 && media_->unsynced_writes() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_EQ(media_->unsynced_writes(), 0u);
@@ -334,9 +364,10 @@ INSTANTIATE_TEST_SUITE_P(FlushOrFua, DamagedLastRecordTest, ::testing::Bool(),
 // the rest is served, and Check lists the loss by volume and LBA.
 TEST_F(CorruptionTest, AcceptLossOpensWithTheDamagedBlocksAsErrors) {
   auto a = Pattern(30, 0, 16 << 10), b = Pattern(31, 1 << 20, 16 << 10);
-  uint64_t data_at = TwoDurableWritesThenCrash(a, b);
-  ASSERT_NE(data_at, UINT64_MAX);
-  media_->FlipBit(data_at - kBlockSize + 89, 2);  // block 1's checksum in the header
+  ASSERT_NE(TwoDurableWritesThenCrash(a, b), UINT64_MAX);
+  const uint64_t header = testing::FindWriteHeader(*media_, 0, 0);
+  ASSERT_NE(header, UINT64_MAX);
+  media_->FlipBit(header + 89, 2);  // block 1's checksum in the header
   ASSERT_TRUE(absl::IsDataLoss(Pool::Open(media_, QuietOpen(false)).status()));
   auto open = QuietOpen(false);
   open.accept_loss = true;
@@ -375,9 +406,9 @@ TEST_F(CorruptionTest, AcceptLossOfARecordWithoutAHeaderListsItAsUnknown) {
   ASSERT_OK(vol()->Write(0, a, /*fua=*/true));
   ASSERT_OK(vol()->Write(1 << 20, b, /*fua=*/true));
   pool_.reset();
-  uint64_t data_at = FindBlock(std::vector<std::byte>(a.begin(), a.begin() + 4096));
-  ASSERT_NE(data_at, UINT64_MAX);
-  Smash(data_at - kBlockSize, 8);  // the magic: no header at all
+  const uint64_t header = testing::FindWriteHeader(*media_, 0, 0);
+  ASSERT_NE(header, UINT64_MAX);
+  Smash(header, 8);  // the magic: no header at all
   auto open = QuietOpen(false);
   open.accept_loss = true;
   ASSERT_OK_AND_ASSIGN(pool_, Pool::Open(media_, open));

@@ -538,6 +538,20 @@ TEST(DaemonOptions, ProofDelayInMilliseconds) {
   EXPECT_FALSE(ParseDaemonArgs({"--proof-delay", "soon", "x"}).ok());
 }
 
+TEST(DaemonOptions, SectorHeadersOnOrOff) {
+  auto o = ParseDaemonArgs({"x"});
+  ASSERT_OK(o);
+  EXPECT_TRUE(o->sector_headers);
+  o = ParseDaemonArgs({"--sector-headers", "off", "x"});
+  ASSERT_OK(o);
+  EXPECT_FALSE(o->sector_headers);
+  o = ParseDaemonArgs({"--sector-headers=on", "x"});
+  ASSERT_OK(o);
+  EXPECT_TRUE(o->sector_headers);
+  EXPECT_FALSE(ParseDaemonArgs({"--sector-headers", "maybe", "x"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--sector-headers"}).ok());
+}
+
 TEST(Backing, Rules) {
   DaemonOptions o;
   o.backing = "b";

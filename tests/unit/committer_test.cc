@@ -356,6 +356,48 @@ TEST_F(CommitterTest, APoolFullOfUserDataStillTakesRequestsThatFreeSpace) {
   EXPECT_EQ(e_->state.map->segments().free_count(), 1u);
 }
 
+// Format 9: records of one small header (here one block each) after a
+// block header put their headers into its sectors 1-7, their data at the
+// write point; the ninth starts a new header block. A checkpoint encoded
+// meanwhile ends the chain.
+TEST_F(CommitterTest, SmallRecordsChainTheirHeadersIntoSectors) {
+  e_ = std::make_unique<Engine>(parts::FormattedMem());
+  EngineOptions o;
+  o.sector_headers = true;
+  ASSERT_OK(e_->Open(o));
+  const uint64_t seq0 = e_->writer.next_seq();
+  for (Bno i = 0; i < 10; ++i) ASSERT_OK(e_->Write(0, i, Blocks(int(i) + 1, 1)));
+  const uint32_t seg = e_->segments.open(gc::Slot::kCold);
+  const Bno first = First(*e_, seg);
+  // Block 0: the first record's header, its data at 1; records 2-8 in
+  // sectors 1-7 with their data at 2-8; the ninth a block header at 9.
+  absl::StatusOr<log::RecordHeader> h = e_->HeaderAt(first);
+  ASSERT_OK(h);
+  EXPECT_EQ(h->seq, seq0);
+  EXPECT_EQ(h->header_blocks, 1);
+  for (uint32_t k = 1; k < log::kSectorsPerBlock; ++k) {
+    absl::StatusOr<log::RecordHeader> s = e_->SectorAt(first, k);
+    ASSERT_OK(s) << k;
+    EXPECT_EQ(s->seq, seq0 + k);
+    EXPECT_EQ(s->sector, k);
+    EXPECT_EQ(s->data_start, k + 1);
+    EXPECT_EQ(s->ops[0].write.lba, Bno(k));
+    EXPECT_EQ(e_->Pba(0, Bno(k)), first + k + 1);
+  }
+  h = e_->HeaderAt(first + 9);
+  ASSERT_OK(h);
+  EXPECT_EQ(h->seq, seq0 + 8);
+  EXPECT_TRUE(e_->SectorAt(first + 9, 1).ok());  // the tenth record
+  EXPECT_EQ(e_->state.map->segments().at(seg).write_ptr, 12u);
+  for (Bno i = 0; i < 10; ++i) EXPECT_TRUE(e_->Holds(0, i, Blocks(int(i) + 1, 1), 0)) << i;
+  // A checkpoint: the next small record starts a header block.
+  ASSERT_OK(e_->committer.Checkpoint());
+  ASSERT_OK(e_->Write(0, 20, Blocks(30, 1)));
+  h = e_->HeaderAt(first + 12);
+  ASSERT_OK(h);
+  EXPECT_EQ(h->ops[0].write.lba, 20u);
+}
+
 TEST_F(CommitterTest, ABatchSpanningSlotsIsWrittenAsJoinedRecords) {
   e_ = std::make_unique<Engine>(parts::FormattedMem());
   EngineOptions o;

@@ -162,11 +162,19 @@ TEST_F(FtlToolTest, DamagedDurableRecordNeedsAcceptLoss) {
     ASSERT_OK((*p)->PrimaryVolume()->Write(4 << 20, b, true));
     // No Close(): a crash, so both records are replayed at the next open.
   }
-  auto first = testing::Pattern(8, 2 << 20, 4096);
-  std::streamoff at = FindInFile(path_, first.data());
-  ASSERT_GE(at, 0);
+  uint64_t header;
+  {
+    std::ifstream in(path_, std::ios::binary);
+    header = testing::FindWriteHeader(
+        [&in](uint64_t off, std::span<std::byte> out) {
+          in.seekg(std::streamoff(off));
+          return bool(in.read(reinterpret_cast<char*>(out.data()), std::streamsize(out.size())));
+        },
+        0, (2 << 20) / 4096);
+  }
+  ASSERT_NE(header, UINT64_MAX);
   std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(at - 4096 + 90);  // the header's checksum of block 1
+  f.seekp(std::streamoff(header) + 90);  // the header's checksum of block 1
   char c = 0x5a;
   f.write(&c, 1);
   f.close();

@@ -302,7 +302,7 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
     sb.format_version = v;  // older formats still open
     EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb))) << v;
   }
-  EXPECT_EQ(kFormatVersion, 8u);  // mirror device labels
+  EXPECT_EQ(kFormatVersion, 9u);  // sector headers
   EXPECT_EQ(kOldestFormatVersion, 1u);
   sb.format_version = 0;
   EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
@@ -352,6 +352,211 @@ TEST(SegmentReader, StopsAtTornDataAndNonIncreasingSeq) {
   // Another pool's records are not ours.
   so.uuid = NewUuid();
   EXPECT_EQ(ScanSegment(so, reader).records.size(), 0u);
+}
+
+// A sector header (format 9): header_blocks 0, one 512-byte sector, its
+// data placed by data_start; a flipped bit, a sector index out of range or
+// a block header claiming sector fields are refused.
+TEST(LogFormat, SectorHeaderRoundTripAndChecks) {
+  RecordHeader h = SampleHeader();
+  h.sector = 3;
+  h.data_start = 17;
+  std::vector<std::byte> sector(kSectorBytes);
+  EncodeRecordHeader(h, sector);
+  EXPECT_EQ(h.header_blocks, 0);
+  EXPECT_EQ(h.data_blocks, 4u);
+  EXPECT_TRUE(SectorHeaderFits(h.payload_len));
+  auto d = DecodeRecordHeader(sector);
+  ASSERT_OK(d);
+  EXPECT_EQ(d->header_blocks, 0);
+  EXPECT_EQ(d->sector, 3);
+  EXPECT_EQ(d->data_start, 17u);
+  EXPECT_EQ(d->seq, 42u);
+  ASSERT_EQ(d->ops.size(), 3u);
+  EXPECT_EQ(d->ops[0].write.vba, (std::vector<Bno>{7, 8, 9}));
+  auto bad = sector;
+  bad[100] ^= std::byte{4};  // inside the payload
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRecordHeader(bad).status()));
+  // The sector field is covered by the checksum, and 0 or 8 is no sector.
+  bad = sector;
+  bad[50] = std::byte{0};
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRecordHeader(bad).status()));
+  bad[50] = std::byte{8};
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRecordHeader(bad).status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeRecordHeaderUnverified(bad).status()));
+  // A block header is unchanged by the new fields: sector 0, data_start 0.
+  RecordHeader b = SampleHeader();
+  b.data_start = 9;  // ignored for a block header
+  std::vector<std::byte> block(kBlock);
+  EncodeRecordHeader(b, block);
+  EXPECT_EQ(b.header_blocks, 1);
+  EXPECT_EQ(util::GetU32(block.data() + 60), 0u);
+  d = DecodeRecordHeader(block);
+  ASSERT_OK(d);
+  EXPECT_EQ(d->sector, 0);
+  EXPECT_EQ(d->data_start, 0u);
+  EXPECT_EQ(d->payload_len, b.payload_len);
+  // Sectors 1-7 of a small block header are zero: a chain may use them.
+  for (size_t i = kSectorBytes; i < kBlock; ++i) ASSERT_EQ(block[i], std::byte{0}) << i;
+}
+
+// A chain of sector headers (log_format.h, "Sector chains") reads in order
+// after its block header, each record's data where the previous one's
+// ended; a damaged, misplaced or stale sector ends the chain and the next
+// record starts at a block header.
+TEST(SegmentReader, ReadsSectorChains) {
+  Uuid uuid = NewUuid();
+  const uint32_t kSeg = 16;
+  std::vector<std::byte> seg(size_t(kSeg) * kBlock);
+  auto make = [&](uint64_t seq, uint32_t nblocks, uint8_t fill, std::vector<std::byte>* data) {
+    data->assign(size_t(nblocks) * kBlock, std::byte{fill});
+    RecordHeader h;
+    h.seq = seq;
+    h.uuid = uuid;
+    if (nblocks > 0) {
+      Op w;
+      w.type = OpType::kWrite;
+      for (uint32_t i = 0; i < nblocks; ++i) {
+        w.write.vba.push_back(Bno(seq * 10 + i));
+        w.write.csum.push_back(util::BlockChecksum(std::span(*data).subspan(size_t(i) * kBlock, kBlock)));
+      }
+      h.ops = {w};
+    }
+    return h;
+  };
+  std::vector<std::byte> data;
+  // Block header at 0 (seq 10, data at 1).
+  RecordHeader h = make(10, 1, 1, &data);
+  EncodeRecordHeader(h, std::span(seg).subspan(0, kBlock));
+  std::copy(data.begin(), data.end(), seg.begin() + kBlock);
+  // Sector 1: seq 11, two blocks at 2-3; sector 2: seq 13, no data (a
+  // marker); sector 3: seq 14, one block at 4.
+  auto sector = [&](uint32_t k, uint64_t seq, uint32_t start, uint32_t nblocks, uint8_t fill) {
+    RecordHeader s = make(seq, nblocks, fill, &data);
+    s.sector = uint8_t(k);
+    s.data_start = start;
+    EncodeRecordHeader(s, std::span(seg).subspan(size_t(k) * kSectorBytes, kSectorBytes));
+    std::copy(data.begin(), data.end(), seg.begin() + size_t(start) * kBlock);
+  };
+  sector(1, 11, 2, 2, 2);
+  sector(2, 13, 4, 0, 0);
+  sector(3, 14, 4, 1, 3);
+  // Block header at 5 (seq 15, data at 6).
+  h = make(15, 1, 4, &data);
+  EncodeRecordHeader(h, std::span(seg).subspan(size_t(5) * kBlock, kBlock));
+  std::copy(data.begin(), data.end(), seg.begin() + size_t(6) * kBlock);
+  auto reader = [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
+    std::copy_n(seg.begin() + size_t(b) * kBlock, size_t(n) * kBlock, out.begin());
+    return absl::OkStatus();
+  };
+  ScanOptions so;
+  so.segment_blocks = kSeg;
+  so.uuid = uuid;
+  auto scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 5u) << scan.stop_reason;
+  const uint64_t seqs[] = {10, 11, 13, 14, 15};
+  const uint32_t firsts[] = {0, 2, 4, 4, 5};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(scan.records[i].header.seq, seqs[i]);
+    EXPECT_EQ(scan.records[i].first_block, firsts[i]) << i;
+    EXPECT_TRUE(scan.records[i].data_ok) << i;
+  }
+  EXPECT_EQ(scan.records[1].header_block, 0u);
+  EXPECT_EQ(scan.records[1].header.sector, 1);
+  EXPECT_EQ(scan.records[1].data_block(1), 3u);
+  EXPECT_EQ(scan.records[4].header_block, 5u);
+  EXPECT_EQ(scan.end_block, 7u);
+  EXPECT_EQ(scan.stop_reason, "no record");
+
+  // A torn sector 2: the chain ends after seq 11; block 4 holds no header.
+  auto saved = seg;
+  seg[2 * kSectorBytes + 24] ^= std::byte{1};  // its durable_seq
+  scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 2u);
+  EXPECT_EQ(scan.end_block, 4u);
+  // With resync (recovery), the damage is counted, its claim kept, and
+  // the block header after the chain still found.
+  so.resync_after_damage = true;
+  scan = ScanSegment(so, reader);
+  EXPECT_EQ(scan.damaged, 1u);
+  ASSERT_EQ(scan.damaged_headers.size(), 1u);
+  EXPECT_EQ(scan.damaged_headers[0].header.seq, 13u);
+  ASSERT_GE(scan.records.size(), 3u);
+  EXPECT_EQ(scan.records.back().header.seq, 15u);
+  so.resync_after_damage = false;
+  seg = saved;
+
+  // A damaged block header: without resync the segment ends there; with
+  // resync the chain's sector headers still lead to their records (they
+  // may prove the damaged one durable), and the claim is kept.
+  seg[24] ^= std::byte{1};  // its durable_seq
+  scan = ScanSegment(so, reader);
+  EXPECT_EQ(scan.records.size(), 0u);
+  so.resync_after_damage = true;
+  scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 4u) << scan.stop_reason;
+  EXPECT_EQ(scan.records[0].header.seq, 11u);
+  EXPECT_EQ(scan.records[0].first_block, 2u);
+  EXPECT_EQ(scan.records[3].header.seq, 15u);
+  EXPECT_EQ(scan.damaged, 1u);
+  ASSERT_EQ(scan.damaged_headers.size(), 1u);
+  EXPECT_EQ(scan.damaged_headers[0].header.seq, 10u);
+  // And a damaged middle sector as well: the next sector says where its
+  // data starts.
+  seg[1 * kSectorBytes + 24] ^= std::byte{1};
+  scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 3u);
+  EXPECT_EQ(scan.records[0].header.seq, 13u);
+  EXPECT_EQ(scan.records[1].first_block, 4u);
+  EXPECT_EQ(scan.damaged, 2u);
+  so.resync_after_damage = false;
+  seg = saved;
+
+  // Another lap's bytes in the free sectors of a header block (a torn
+  // first write of the block leaves them) are not damage.
+  std::fill_n(seg.begin() + 5 * kBlock + 3 * kSectorBytes, kSectorBytes, std::byte{0x77});
+  so.resync_after_damage = true;
+  scan = ScanSegment(so, reader);
+  EXPECT_EQ(scan.records.size(), 5u);
+  EXPECT_EQ(scan.damaged, 0u);
+  so.resync_after_damage = false;
+  EXPECT_EQ(ScanSegment(so, reader).records.size(), 5u);
+  seg = saved;
+
+  // A sector whose data_start is not where the chain stands is not part of it.
+  sector(2, 13, 5, 0, 0);
+  scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 2u);
+  seg = saved;
+
+  // A stale sector (an older seq, as from an earlier lap) ends the chain.
+  sector(2, 9, 4, 0, 0);
+  scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 2u);
+  seg = saved;
+
+  // Torn data of a chained record: returned flagged, and the scan stops.
+  seg[size_t(3) * kBlock + 9] ^= std::byte{1};
+  scan = ScanSegment(so, reader);
+  ASSERT_EQ(scan.records.size(), 2u);
+  EXPECT_FALSE(scan.records[1].data_ok);
+  EXPECT_EQ(scan.stop_reason, "data checksum");
+  seg = saved;
+
+  // A block header too large for a chain: its sectors are payload, never
+  // read as headers.
+  RecordHeader big = make(10, 0, 0, &data);
+  for (int i = 0; i < 60; ++i) {
+    Op t;
+    t.type = OpType::kTrim;
+    t.trim = {0, Bno(i), 1};
+    big.ops.push_back(t);
+  }
+  EncodeRecordHeader(big, std::span(seg).subspan(0, kBlock));
+  ASSERT_FALSE(SectorHeaderFits(big.payload_len));
+  sector(7, 11, 1, 0, 0);  // would continue a chain, if there were one
+  scan = ScanSegment(so, reader);
+  EXPECT_EQ(scan.records.size(), 1u);
 }
 
 }  // namespace
