@@ -53,6 +53,17 @@ class Media {
   virtual absl::Status WriteGather(uint64_t offset,
                                    std::span<const std::span<const std::byte>> pieces);
   virtual bool gathers_writes() const { return false; }
+  // One write of WriteEach: `pieces` back to back from `offset`.
+  struct WriteAt {
+    uint64_t offset = 0;
+    std::span<const std::span<const std::byte>> pieces;
+  };
+  // Writes each of `writes` as WriteGather does, but they may run at
+  // once and complete in any order (a crash may keep any subset of them,
+  // as of separate writes). The default writes them one after the other;
+  // media with direct I/O submit them together (a record's data and its
+  // sector header: two device writes in the time of one).
+  virtual absl::Status WriteEach(std::span<const WriteAt> writes);
   // True if a Write of one aligned 512-byte sector reaches the device as
   // that sector alone (or as its 4 KiB block with the other sectors' bytes
   // unchanged), cheaply: no read of the rest of the block. The log then

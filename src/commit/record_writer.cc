@@ -150,11 +150,17 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
     }
   }
   absl::Status s;
-  if (record_bytes > 0)
+  if (join) {
+    // The data and the sector header, submitted together where the media
+    // can (either without the other is no record: recovery drops it).
+    if (!gather) gather_.push_back(buf);
+    const std::span<const std::byte> sector = sector_buf_.span().subspan(0, log::kSectorBytes);
+    const Media::WriteAt writes[2] = {
+        {MediaOffset(pba), gather_},
+        {MediaOffset(chain.header_pba) + uint64_t(h.sector) * log::kSectorBytes, std::span(&sector, 1)}};
+    s = media_->WriteEach(record_bytes > 0 ? std::span(writes) : std::span(writes).subspan(1));
+  } else {
     s = gather ? media_->WriteGather(MediaOffset(pba), gather_) : media_->Write(MediaOffset(pba), buf);
-  if (s.ok() && join) {
-    s = media_->Write(MediaOffset(chain.header_pba) + uint64_t(h.sector) * log::kSectorBytes,
-                      sector_buf_.span().subspan(0, log::kSectorBytes));
   }
   if (s.ok()) {
     durability_->NoteWritten(h.seq, h.durable_seq, joined, !h.ops.empty());

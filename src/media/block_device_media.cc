@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "ftl/media.h"
+#include "media/aio_writer.h"
 #include "media/aligned_buffer.h"
 #include "media/io_util.h"
 #include "util/logging.h"
@@ -115,6 +116,21 @@ class BlockDeviceMedia : public Media {
   std::string Describe() const override { return what_; }
   // A device of 512-byte logical blocks writes a sector as such (direct).
   bool writes_sectors() const override { return block_ <= 512; }
+  // Aligned writes go to the device together (AioWriter).
+  absl::Status WriteEach(std::span<const WriteAt> writes) override {
+    bool aligned = writes.size() > 1;
+    for (const WriteAt& w : writes) {
+      size_t total = 0;
+      for (const auto& p : w.pieces) {
+        total += p.size();
+        aligned = aligned && Aligned(0, p.size(), p.data());
+      }
+      aligned = aligned && w.offset % block_ == 0;
+      if (auto s = CheckRange(what_, w.offset, total, size_); !s.ok()) return s;
+    }
+    if (!aligned) return Media::WriteEach(writes);
+    return aio_.WriteEach(fd_, writes, what_);
+  }
 
  private:
   bool Aligned(uint64_t offset, uint64_t length, const void* p) const {
@@ -197,6 +213,7 @@ class BlockDeviceMedia : public Media {
   const uint64_t block_;  // logical block size: offset/length granularity
   std::atomic<bool> discard_supported_{true};
   absl::Mutex rmw_mu_;
+  AioWriter aio_;
 };
 
 }  // namespace

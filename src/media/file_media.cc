@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ftl/media.h"
+#include "media/aio_writer.h"
 #include "media/io_util.h"
 #include "util/logging.h"
 
@@ -85,6 +86,23 @@ class FileMedia : public Media {
     return PwritevAll(direct ? direct_fd_ : fd_, pieces, offset, what_);
   }
   bool gathers_writes() const override { return true; }
+  // Direct writes go to the device together (AioWriter); buffered ones
+  // are copies into the page cache, one after the other.
+  absl::Status WriteEach(std::span<const WriteAt> writes) override {
+    bool direct = direct_fd_ >= 0 && writes.size() > 1;
+    for (const WriteAt& w : writes) {
+      size_t total = 0;
+      for (const auto& p : w.pieces) {
+        total += p.size();
+        direct = direct && (Aligned(0, p.size(), p.data()) ||
+                            (direct_sectors_ && SectorAligned(0, p.size(), p.data())));
+      }
+      direct = direct && (w.offset % kDirectAlign == 0 || (direct_sectors_ && w.offset % kSectorAlign == 0));
+      if (auto s = CheckRange(what_, w.offset, total, size_); !s.ok()) return s;
+    }
+    if (!direct) return Media::WriteEach(writes);
+    return aio_.WriteEach(direct_fd_, writes, what_);
+  }
   bool discard_zeroes() const override { return true; }  // punched holes (or zeros written)
 
   absl::Status Sync() override {
@@ -175,6 +193,7 @@ class FileMedia : public Media {
   const std::string path_;
   const std::string what_;
   const uint64_t size_;
+  AioWriter aio_;
   std::atomic<bool> prepare_supported_{true};
   std::atomic<bool> punch_supported_{true};
 };

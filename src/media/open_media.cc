@@ -24,6 +24,12 @@ absl::Status Media::WriteGather(uint64_t offset,
   return Write(offset, joined);
 }
 
+absl::Status Media::WriteEach(std::span<const WriteAt> writes) {
+  for (const WriteAt& w : writes)
+    if (absl::Status s = WriteGather(w.offset, w.pieces); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
 const char* DirectIoName(DirectIo d) {
   switch (d) {
     case DirectIo::kOff: return "off";
