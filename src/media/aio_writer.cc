@@ -36,20 +36,26 @@ absl::Status AioWriter::WriteEach(int fd, std::span<const Media::WriteAt> writes
     }
     ctx_ = ctx;
   }
-  std::array<std::vector<struct iovec>, kMaxWrites> iovs;
+  // The iovecs of all writes in one reused buffer (no allocation once it
+  // has grown); filled first, so that the pointers into it stay valid.
+  iov_.clear();
+  std::array<size_t, kMaxWrites> first{};
   std::array<struct iocb, kMaxWrites> cbs{};
   std::array<struct iocb*, kMaxWrites> ptrs{};
   std::array<uint64_t, kMaxWrites> want{};
   for (size_t i = 0; i < writes.size(); ++i) {
+    first[i] = iov_.size();
     want[i] = 0;
     for (const auto& p : writes[i].pieces) {
-      iovs[i].push_back({const_cast<std::byte*>(p.data()), p.size()});
+      iov_.push_back({const_cast<std::byte*>(p.data()), p.size()});
       want[i] += p.size();
     }
+  }
+  for (size_t i = 0; i < writes.size(); ++i) {
     cbs[i].aio_fildes = uint32_t(fd);
     cbs[i].aio_lio_opcode = IOCB_CMD_PWRITEV;
-    cbs[i].aio_buf = uint64_t(reinterpret_cast<uintptr_t>(iovs[i].data()));
-    cbs[i].aio_nbytes = iovs[i].size();
+    cbs[i].aio_buf = uint64_t(reinterpret_cast<uintptr_t>(iov_.data() + first[i]));
+    cbs[i].aio_nbytes = writes[i].pieces.size();
     cbs[i].aio_offset = int64_t(writes[i].offset);
     cbs[i].aio_data = i;
     ptrs[i] = &cbs[i];

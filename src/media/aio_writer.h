@@ -12,9 +12,12 @@
 // serialized by an internal mutex (the context's completions must not be
 // reaped by another caller).
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -42,6 +45,7 @@ class AioWriter {
   absl::Mutex mu_;
   unsigned long ctx_ ABSL_GUARDED_BY(mu_) = 0;  // aio_context_t; 0: none yet
   bool broken_ ABSL_GUARDED_BY(mu_) = false;    // io_setup failed: pwritev only
+  std::vector<struct iovec> iov_ ABSL_GUARDED_BY(mu_);  // reused from call to call
 };
 
 }  // namespace ftl::media
