@@ -312,6 +312,22 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
   EXPECT_NE(newer.status().message().find("format version"), std::string::npos);
 }
 
+// Reads blocks of a segment image in memory (the image may change between
+// scans: it is read by reference).
+SegmentBlockReader MemoryReader(const std::vector<std::byte>& seg) {
+  return [&seg](uint32_t b, uint32_t n, std::span<std::byte> out) {
+    std::copy_n(seg.begin() + size_t(b) * kBlock, size_t(n) * kBlock, out.begin());
+    return absl::OkStatus();
+  };
+}
+
+ScanOptions Options(uint32_t segment_blocks, const Uuid& uuid) {
+  ScanOptions so;
+  so.segment_blocks = segment_blocks;
+  so.uuid = uuid;
+  return so;
+}
+
 TEST(SegmentReader, StopsAtTornDataAndNonIncreasingSeq) {
   Uuid uuid = NewUuid();
   const uint32_t kSeg = 16;
@@ -332,13 +348,8 @@ TEST(SegmentReader, StopsAtTornDataAndNonIncreasingSeq) {
   put(0, 5, 1);
   put(2, 6, 2);
   put(4, 3, 3);  // stale: lower seq ends the segment
-  auto reader = [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
-    std::copy_n(seg.begin() + size_t(b) * kBlock, size_t(n) * kBlock, out.begin());
-    return absl::OkStatus();
-  };
-  ScanOptions so;
-  so.segment_blocks = kSeg;
-  so.uuid = uuid;
+  auto reader = MemoryReader(seg);
+  ScanOptions so = Options(kSeg, uuid);
   auto scan = ScanSegment(so, reader);
   ASSERT_EQ(scan.records.size(), 2u);
   EXPECT_EQ(scan.end_block, 4u);
@@ -445,13 +456,8 @@ TEST(SegmentReader, ReadsSectorChains) {
   h = make(15, 1, 4, &data);
   EncodeRecordHeader(h, std::span(seg).subspan(size_t(5) * kBlock, kBlock));
   std::copy(data.begin(), data.end(), seg.begin() + size_t(6) * kBlock);
-  auto reader = [&](uint32_t b, uint32_t n, std::span<std::byte> out) {
-    std::copy_n(seg.begin() + size_t(b) * kBlock, size_t(n) * kBlock, out.begin());
-    return absl::OkStatus();
-  };
-  ScanOptions so;
-  so.segment_blocks = kSeg;
-  so.uuid = uuid;
+  auto reader = MemoryReader(seg);
+  ScanOptions so = Options(kSeg, uuid);
   auto scan = ScanSegment(so, reader);
   ASSERT_EQ(scan.records.size(), 5u) << scan.stop_reason;
   const uint64_t seqs[] = {10, 11, 13, 14, 15};

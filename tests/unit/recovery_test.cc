@@ -473,17 +473,21 @@ TEST_F(RecoveryTest, SmallRecordsShareHeaderBlocksAndReplayAcrossACheckpoint) {
   EXPECT_LT(records * 3, uint64_t(kWrites) * 2 * kBlockSize) << records;
   const uint64_t next = (*pool)->Stats().next_seq;
   pool->reset();  // a crash
+  // Every write is mapped and reads back from where the map says.
+  auto ExpectWritten = [&](const Recovered& rec) {
+    for (int i = 0; i < kWrites; ++i) {
+      Bno pba = PbaOf(*rec.map, Bno(i));
+      ASSERT_NE(pba, kNoBlock) << i;
+      std::vector<std::byte> got(kBlockSize);
+      ASSERT_OK(media_->Read(sb_.data_offset + uint64_t(pba) * kBlockSize, got));
+      EXPECT_EQ(got, testing::Pattern(i, 0, kBlockSize)) << i;
+    }
+  };
   ReadSuperblock();
   absl::StatusOr<Recovered> r = Run();
   ASSERT_OK(r);
   EXPECT_EQ(r->next_seq, next + kJump);
-  for (int i = 0; i < kWrites; ++i) {
-    Bno pba = PbaOf(*r->map, Bno(i));
-    ASSERT_NE(pba, kNoBlock) << i;
-    std::vector<std::byte> got(kBlockSize);
-    ASSERT_OK(media_->Read(sb_.data_offset + uint64_t(pba) * kBlockSize, got));
-    EXPECT_EQ(got, testing::Pattern(i, 0, kBlockSize)) << i;
-  }
+  ExpectWritten(*r);
   // And the rebuild from the log alone reads the chains too.
   std::vector<std::byte> junk(kBlockSize, std::byte{0x5a});
   for (int slot = 0; slot < 2; ++slot)
@@ -491,13 +495,7 @@ TEST_F(RecoveryTest, SmallRecordsShareHeaderBlocksAndReplayAcrossACheckpoint) {
   r = Run();
   ASSERT_OK(r);
   EXPECT_NE(r->report.find("rebuilt from the log alone"), std::string::npos) << r->report;
-  for (int i = 0; i < kWrites; ++i) {
-    Bno pba = PbaOf(*r->map, Bno(i));
-    ASSERT_NE(pba, kNoBlock) << i;
-    std::vector<std::byte> got(kBlockSize);
-    ASSERT_OK(media_->Read(sb_.data_offset + uint64_t(pba) * kBlockSize, got));
-    EXPECT_EQ(got, testing::Pattern(i, 0, kBlockSize)) << i;
-  }
+  ExpectWritten(*r);
 }
 
 }  // namespace
