@@ -1,6 +1,7 @@
 #include "log/segment_reader.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "util/checksum.h"
 #include "util/encoding.h"
@@ -130,6 +131,19 @@ SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read)
       }
       return ok;
     };
+    // Keeps what a damaged header claims (unverified; recovery with
+    // accept_loss lists it): a block header's record starts at `first`, a
+    // sector header's where it says its data starts.
+    auto add_claim = [&](std::span<const std::byte> bytes, std::optional<uint32_t> first, uint32_t header_block) {
+      auto claim = DecodeRecordHeaderUnverified(bytes);
+      if (!claim.ok() || claim->uuid != opts.uuid) return;
+      ParsedRecord rec;
+      rec.first_block = first.value_or(claim->data_start);
+      rec.header_block = header_block;
+      rec.header = std::move(*claim);
+      rec.data_ok = false;
+      scan.damaged_headers.push_back(std::move(rec));
+    };
     // Reads the sector headers of header block `header_block` (its bytes
     // `blk`) that continue the scan: each at the end of the record before
     // it. With resync, a damaged sector is counted and passed (the next
@@ -153,14 +167,7 @@ SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read)
         if (!sh.ok()) {  // damaged: counted, and a gap with resync
           if (!opts.resync_after_damage) break;
           if (scan.damaged++ == 0) scan.first_damaged_block = header_block;
-          if (auto claim = DecodeRecordHeaderUnverified(sector); claim.ok() && claim->uuid == opts.uuid) {
-            ParsedRecord rec;
-            rec.first_block = claim->data_start;
-            rec.header_block = header_block;
-            rec.header = std::move(*claim);
-            rec.data_ok = false;
-            scan.damaged_headers.push_back(std::move(rec));
-          }
+          add_claim(sector, std::nullopt, header_block);
           gap = true;
           continue;
         }
@@ -179,13 +186,7 @@ SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read)
       scan.stop_reason = "checksum";
       if (opts.resync_after_damage) {
         if (scan.damaged++ == 0) scan.first_damaged_block = pos;
-        if (auto claim = DecodeRecordHeaderUnverified(buf); claim.ok() && claim->uuid == opts.uuid) {
-          ParsedRecord rec;
-          rec.first_block = pos;
-          rec.header = std::move(*claim);
-          rec.data_ok = false;
-          scan.damaged_headers.push_back(std::move(rec));
-        }
+        add_claim(buf, pos, pos);
         // A chain's later records are found by their sector headers;
         // otherwise look for the next valid header.
         const uint32_t damaged_at = pos;

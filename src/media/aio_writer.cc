@@ -19,20 +19,20 @@ AioWriter::~AioWriter() {
 }
 
 absl::Status AioWriter::WriteEach(int fd, std::span<const Media::WriteAt> writes, const std::string& what) {
-  auto one_by_one = [&](size_t from) {
-    for (size_t i = from; i < writes.size(); ++i)
+  auto one_by_one = [&] {
+    for (size_t i = 0; i < writes.size(); ++i)
       if (absl::Status s = PwritevAll(fd, writes[i].pieces, writes[i].offset, what); !s.ok()) return s;
     return absl::OkStatus();
   };
   bool fits = writes.size() > 1 && writes.size() <= kMaxWrites;
   for (const auto& w : writes) fits = fits && !w.pieces.empty() && w.pieces.size() <= kMaxPieces;
   absl::MutexLock l(&mu_);
-  if (!fits || broken_) return one_by_one(0);
+  if (!fits || broken_) return one_by_one();
   if (ctx_ == 0) {
     aio_context_t ctx = 0;
     if (::syscall(SYS_io_setup, unsigned(kMaxWrites), &ctx) != 0) {
       broken_ = true;  // e.g. aio-max-nr reached: plain writes from now on
-      return one_by_one(0);
+      return one_by_one();
     }
     ctx_ = ctx;
   }
@@ -64,10 +64,12 @@ absl::Status AioWriter::WriteEach(int fd, std::span<const Media::WriteAt> writes
   do {
     submitted = ::syscall(SYS_io_submit, aio_context_t(ctx_), long(writes.size()), ptrs.data());
   } while (submitted < 0 && errno == EINTR);
-  if (submitted <= 0) return one_by_one(0);  // nothing in flight
+  if (submitted <= 0) return one_by_one();  // nothing in flight
   std::array<struct io_event, kMaxWrites> events{};
   long done = 0;
-  std::array<bool, kMaxWrites> redo{};
+  // Written in full; the rest (short, failed, not submitted) once more
+  // with pwritev, which reports the error if there is one.
+  std::array<bool, kMaxWrites> full{};
   while (done < submitted) {
     long n = ::syscall(SYS_io_getevents, aio_context_t(ctx_), submitted - done, submitted - done,
                        events.data() + done, nullptr);
@@ -81,13 +83,11 @@ absl::Status AioWriter::WriteEach(int fd, std::span<const Media::WriteAt> writes
     done += n;
   }
   for (long k = 0; k < done; ++k) {
-    const size_t i = size_t(events[size_t(k)].data);
-    if (i >= writes.size() || events[size_t(k)].res != int64_t(want[i])) redo[i % kMaxWrites] = true;
+    const uint64_t i = events[size_t(k)].data;
+    if (i < writes.size() && events[size_t(k)].res == int64_t(want[i])) full[i] = true;
   }
   for (size_t i = 0; i < writes.size(); ++i) {
-    // Short, failed, or not submitted: once more with pwritev, which
-    // reports the error if there is one.
-    if (redo[i] || long(i) >= submitted)
+    if (!full[i])
       if (absl::Status s = PwritevAll(fd, writes[i].pieces, writes[i].offset, what); !s.ok()) return s;
   }
   return absl::OkStatus();
