@@ -9,6 +9,9 @@
 #   nbdkit-dw1  nbdkit file on a fully written file of the same size, doublewrite on
 #   ftldb-dw0   with --ftld-b: a second ftld build (or the same with other
 #               flags, --ftld-b-flags), doublewrite off: an A/B of ftld itself
+#   nbdkit-dw0  with --nbdkit-dw0: nbdkit file with doublewrite off (unsafe:
+#               a plain file can tear a page), the control that shows what
+#               turning doublewrite off buys on this machine without ftld
 # All three are set up first (tables prepared, then synced); then each
 # round runs sysbench oltp_write_only and oltp_read_write on each stack in
 # turn, one run at a time, the order of the stacks rotating from round to
@@ -17,7 +20,7 @@
 #   flock /work/bench.lock bench/mariadb.sh [--ftld build/daemon/ftld]
 #       [--ftlctl build/tools/ftlctl] [--dir DIR] [--rounds 3] [--time 30]
 #       [--tables 8] [--table-size 100000] [--threads 4] [--quick]
-#       [--ftld-flags "..."] [--ftld-b PATH] [--ftld-b-flags "..."]
+#       [--ftld-flags "..."] [--ftld-b PATH] [--ftld-b-flags "..."] [--nbdkit-dw0]
 #
 # --quick: 2 x 20000 rows, 10 s runs, 1 round. Prints per run: TPS, p95
 # latency, bytes the loop device wrote (/sys/block/loopN/stat) and per
@@ -36,7 +39,7 @@ BENCH_NAME=mariadb
 source "$here/bench_lib.sh"
 FTLD="$root/build/daemon/ftld" FTLCTL="$root/build/tools/ftlctl" DIR=""
 ROUNDS=3 TIME=30 TABLES=8 TABLE_SIZE=100000 THREADS=4 SIZE=3G
-FTLD_FLAGS="--direct-io writes" FTLD_B="" FTLD_B_FLAGS=""
+FTLD_FLAGS="--direct-io writes" FTLD_B="" FTLD_B_FLAGS="" NBDKIT_DW0=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ftld) FTLD=$2; shift 2 ;;
@@ -50,8 +53,9 @@ while [[ $# -gt 0 ]]; do
     --ftld-flags) FTLD_FLAGS=$2; shift 2 ;;
     --ftld-b) FTLD_B=$2; shift 2 ;;
     --ftld-b-flags) FTLD_B_FLAGS=$2; shift 2 ;;
+    --nbdkit-dw0) NBDKIT_DW0=1; shift ;;
     --quick) TABLES=2 TABLE_SIZE=20000 TIME=10 ROUNDS=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "mariadb.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -67,6 +71,7 @@ if [[ -n "$FTLD_B" ]]; then
   [[ -x "$FTLD_B" ]] || { echo "mariadb.sh: --ftld-b $FTLD_B is not executable" >&2; exit 2; }
   STACKS+=(ftldb-dw0)
 fi
+if [[ $NBDKIT_DW0 == 1 ]]; then STACKS+=(nbdkit-dw0); fi
 declare -A SERVER_PID FUSE_PID LOOP MYSQLD_PID PORT
 RESULTS="$DIR/results.tsv"
 : > "$RESULTS"
@@ -210,7 +215,7 @@ rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 med = {}
 for w in ("oltp_write_only", "oltp_read_write"):
     print(f"# {w}: medians over rounds")
-    for s in ("ftld-dw0", "ftld-dw1", "nbdkit-dw1", "ftldb-dw0"):
+    for s in ("ftld-dw0", "ftld-dw1", "nbdkit-dw1", "ftldb-dw0", "nbdkit-dw0"):
         rs = [r for r in rows if r[1] == s and r[2] == w]
         if not rs:
             continue
@@ -234,5 +239,8 @@ for w in ("oltp_write_only", "oltp_read_write"):
     d = med.get(("ftldb-dw0", w))
     if a and c and d:
         print(f"  ftldb-dw0 / nbdkit-dw1 {d / c:.2f}x   ftldb-dw0 / ftld-dw0 {d / a:.2f}x")
+    e = med.get(("nbdkit-dw0", w))
+    if c and e:
+        print(f"  nbdkit-dw0 / nbdkit-dw1 {e / c:.2f}x (what doublewrite off buys without ftld)")
 EOF
 echo "# load at the end $(load)"

@@ -72,6 +72,14 @@ class Media {
   // old or new, as the crash model assumes of every sector. Default false:
   // every record gets a header block.
   virtual bool writes_sectors() const { return false; }
+  // True if writes_sectors() holds also for a sector whose block was not
+  // just written: no cache reads the rest of the block first (direct I/O,
+  // memory). The log then writes a chain's first header as sector 0 of
+  // its header block alone, leaving sectors 1-7 as they were (another
+  // lap's bytes until the chain reaches them). Not the page cache, which
+  // reads a block it does not hold before changing a sector of it.
+  // Default false.
+  virtual bool writes_lone_sectors() const { return false; }
   // Reads as Read, for a caller that can judge what it gets: `check` is
   // called on each unit_bytes of `out`. Media holding one copy of each
   // byte read once and ignore the check (the default); a mirror

@@ -149,16 +149,29 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
       }
     }
   }
+  // A sector written apart from the record's data: a joining record's
+  // header in its chain's header block, or (Media::writes_lone_sectors) a
+  // chain's first header as sector 0 alone, its data from the next block.
+  // Both go to the media together where it can; either without the other
+  // is no record (recovery drops it).
+  const bool lone_head = !join && small && lone_heads_ && hb == 1;
   absl::Status s;
-  if (join) {
-    // The data and the sector header, submitted together where the media
-    // can (either without the other is no record: recovery drops it).
-    if (!gather) gather_.push_back(buf);
-    const std::span<const std::byte> sector = sector_buf_.span().subspan(0, log::kSectorBytes);
-    const Media::WriteAt writes[2] = {
-        {MediaOffset(pba), gather_},
-        {MediaOffset(chain.header_pba) + uint64_t(h.sector) * log::kSectorBytes, std::span(&sector, 1)}};
-    s = media_->WriteEach(record_bytes > 0 ? std::span(writes) : std::span(writes).subspan(1));
+  if (join || lone_head) {
+    const std::span<const std::byte> head =
+        join ? sector_buf_.span().subspan(0, log::kSectorBytes) : buf.subspan(0, log::kSectorBytes);
+    const uint64_t head_offset =
+        join ? MediaOffset(chain.header_pba) + uint64_t(h.sector) * log::kSectorBytes : MediaOffset(pba);
+    std::span<const std::span<const std::byte>> data;
+    std::span<const std::byte> copied;  // the data copied behind the header (no gather)
+    if (gather) {
+      data = std::span(gather_).subspan(size_t(hb));
+    } else {
+      copied = buf.subspan(size_t(hb) * kBlockSize);
+      data = std::span(&copied, 1);
+    }
+    const Media::WriteAt writes[2] = {{MediaOffset(pba) + uint64_t(hb) * kBlockSize, data},
+                                      {head_offset, std::span(&head, 1)}};
+    s = media_->WriteEach(data_blocks > 0 ? std::span(writes) : std::span(writes).subspan(1));
   } else {
     s = gather ? media_->WriteGather(MediaOffset(pba), gather_) : media_->Write(MediaOffset(pba), buf);
   }
@@ -183,7 +196,8 @@ absl::StatusOr<RecordWriter::Written> RecordWriter::Write(std::vector<Request*>&
     chain = Chain{seg, h.seq, h.seq, pba, 1, write_ptr + hb + data_blocks};
   }
   state::PoolCounters& c = state_->counters;
-  c.media_bytes += record_bytes + (join ? log::kSectorBytes : 0);
+  c.media_bytes += join ? record_bytes + log::kSectorBytes
+                        : lone_head ? record_bytes - (kBlockSize - log::kSectorBytes) : record_bytes;
   c.NoteIo();
   c.user_bytes += user_blocks * kBlockSize;
   c.reloc_bytes += reloc_blocks * kBlockSize;

@@ -4,9 +4,10 @@
 // notes still apply), plans the VBAs of its writes, encodes the header,
 // writes header and data with one media write into the slot's open
 // segment (or, for a small record, its data there and its header into a
-// sector of an earlier header block: log/log_format.h, "Sector chains"), applies the record to the map (MapState::ApplyRecord, the same
-// function replay uses) and hands out record seqs (docs/architecture.md,
-// "An NBD write").
+// sector of an earlier header block: log/log_format.h, "Sector chains"),
+// applies the record to the map (MapState::ApplyRecord, the same function
+// replay uses) and hands out record seqs (docs/architecture.md, "An NBD
+// write").
 //
 // Thread safety: committer only (the commit role). Takes PoolState's
 // tree_meta_mu (catalogue records) and map_mu exclusively to plan and
@@ -34,6 +35,7 @@ class RecordWriter {
                log::Durability* durability)
       : media_(std::move(media)),
         sectors_(media_->writes_sectors()),
+        lone_heads_(sectors_ && media_->writes_lone_sectors()),
         state_(state),
         segments_(segments),
         durability_(durability) {}
@@ -44,7 +46,10 @@ class RecordWriter {
   }
   // Sector chains on media that write sectors (on by default). Before
   // the first Write.
-  void set_sector_headers(bool on) { sectors_ = on && media_->writes_sectors(); }
+  void set_sector_headers(bool on) {
+    sectors_ = on && media_->writes_sectors();
+    lone_heads_ = sectors_ && media_->writes_lone_sectors();
+  }
   // The seq the next record gets.
   uint64_t next_seq() const { return next_seq_; }
 
@@ -79,7 +84,8 @@ class RecordWriter {
   };
 
   std::shared_ptr<Media> media_;
-  bool sectors_;  // sector chains: on, and the media writes sectors
+  bool sectors_;     // sector chains: on, and the media writes sectors
+  bool lone_heads_;  // a chain's first header written as its sector alone
   state::PoolState* state_;
   SegmentAllocator* segments_;
   log::Durability* durability_;

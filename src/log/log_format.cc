@@ -416,6 +416,14 @@ uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block) {
   return util::GetU16(first_block.data() + 6);
 }
 
+std::optional<RecordIdentity> PeekRecordIdentity(std::span<const std::byte> header) {
+  if (header.size() < kRecordFixedBytes || util::GetU32(header.data()) != kRecordMagic) return std::nullopt;
+  RecordIdentity id;
+  id.seq = util::GetU64(header.data() + 16);
+  std::memcpy(id.uuid.data(), header.data() + 32, id.uuid.size());
+  return id;
+}
+
 namespace {
 absl::StatusOr<RecordHeader> DecodeHeader(std::span<const std::byte> header, bool verify) {
   if (header.size() < kRecordFixedBytes) return absl::NotFoundError("short header");

@@ -42,7 +42,8 @@
 //                  block (within the segment) of its first data block
 //
 // Sector chains (format >= 9; docs/decisions.md "Sector headers"): a small
-// record may leave its header block's sectors 1-7 zero; the next small
+// record's header block has room in sectors 1-7 (zeros, or since format 10
+// another lap's bytes: see the end of this paragraph); the next small
 // records of the segment may then put their headers there, one sector each,
 // written once (512 bytes), with their data appended at the segment's write
 // point as usual. A chain reads in order: the block header's record, then
@@ -52,7 +53,12 @@
 // end of the chain's last one. A chain never spans a checkpoint: its first
 // record is newer than every checkpoint taken while it grows, so a
 // recovery that scans an open segment from a checkpoint's write point
-// never starts inside one.
+// never starts inside one. Since format 10 the first record's header may
+// be written as sector 0 alone (on media that write a lone sector without
+// reading its block: Media::writes_lone_sectors), leaving sectors 1-7
+// with another lap's bytes until the chain reaches them: such a sector is
+// not a continuation (a lower seq, another uuid, no magic), and one whose
+// checksum fails is damage only if it names this pool and a higher seq.
 //   payload     := op*
 //   op          := WRITE  u8=1 | vol u32 | lba u32 | count u32
 //                           | (vba u32 | csum u32){count}
@@ -110,6 +116,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -124,11 +131,13 @@ namespace ftl::log {
 // has a distinct type for each kind.
 inline constexpr Bno kNoBlock = UINT32_MAX;
 inline constexpr uint32_t kBlock = 4096;
-inline constexpr uint32_t kFormatVersion = 9;
+inline constexpr uint32_t kFormatVersion = 10;
 // Oldest format this build opens (version 1 has no note ops 4-8, version 2
 // no JOINED records, version 3 no RELOCP, version 4 no DATASET, version 5
 // no RESIZE, versions 6 and 7 no mirror device labels, version 8 no sector
-// headers; opening upgrades the superblock). Version 7 was never released (reserved while issues 21 and
+// headers, version 9 no chain heads written as a lone sector, so a
+// version-9 build could count another lap's sectors as damage; opening
+// upgrades the superblock). Version 7 was never released (reserved while issues 21 and
 // 22 were built side by side; it reads as 6); version 8 changed nothing
 // inside the pool: it marks
 // the mirror device label (whose block carries 8 in the superblock's
@@ -337,5 +346,12 @@ absl::StatusOr<RecordHeader> DecodeRecordHeaderUnverified(std::span<const std::b
 // Reads header_blocks from the first block without verifying anything
 // (0 if no magic).
 uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block);
+// Reads a header's seq and pool uuid without verifying anything: whose a
+// damaged header claims to be (nullopt if no magic or too short).
+struct RecordIdentity {
+  uint64_t seq = 0;
+  Uuid uuid{};
+};
+std::optional<RecordIdentity> PeekRecordIdentity(std::span<const std::byte> header);
 
 }  // namespace ftl::log

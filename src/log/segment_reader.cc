@@ -155,8 +155,9 @@ SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read)
       for (uint32_t k = 1; k < kSectorsPerBlock; ++k) {
         auto sector = blk.subspan(size_t(k) * kSectorBytes, kSectorBytes);
         if (util::GetU32(sector.data()) != kRecordMagic) {
-          // Not written (zeros), or what a torn first write of the header
-          // block left there (another lap's bytes: not damage). The chain
+          // Not written (zeros), or another lap's bytes (left by a torn
+          // first write of the header block, or by a first header written
+          // as its sector alone): not damage. The chain
           // ends; with resync a later sector may still continue it (a
           // damaged magic), past a gap.
           if (!opts.resync_after_damage) break;
@@ -164,7 +165,17 @@ SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read)
           continue;
         }
         auto sh = DecodeRecordHeader(sector);
-        if (!sh.ok()) {  // damaged: counted, and a gap with resync
+        if (!sh.ok()) {
+          // Damaged if it claims to be this pool's and to continue the
+          // chain; else another lap's or pool's bytes, as a sector without
+          // magic.
+          auto who = PeekRecordIdentity(sector);
+          if (!who || who->uuid != opts.uuid || who->seq <= last_seq || who->seq < opts.min_seq) {
+            if (!opts.resync_after_damage) break;
+            gap = true;
+            continue;
+          }
+          // Damaged: counted, and a gap with resync.
           if (!opts.resync_after_damage) break;
           if (scan.damaged++ == 0) scan.first_damaged_block = header_block;
           add_claim(sector, std::nullopt, header_block);

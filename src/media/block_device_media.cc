@@ -116,6 +116,7 @@ class BlockDeviceMedia : public Media {
   std::string Describe() const override { return what_; }
   // A device of 512-byte logical blocks writes a sector as such (direct).
   bool writes_sectors() const override { return block_ <= 512; }
+  bool writes_lone_sectors() const override { return block_ <= 512; }
   // Aligned writes go to the device together (AioWriter).
   absl::Status WriteEach(std::span<const WriteAt> writes) override {
     bool aligned = writes.size() > 1;

@@ -49,6 +49,7 @@ class FaultMedia : public Media {
   bool gathers_writes() const override { return true; }
   // Tears at 512-byte sectors, so sector writes are what it models.
   bool writes_sectors() const override { return true; }
+  bool writes_lone_sectors() const override { return true; }
   absl::Status Sync() override;
   absl::Status Discard(uint64_t offset, uint64_t length) override;
   std::string Describe() const override { return "fault-injecting memory"; }

@@ -73,6 +73,7 @@ class FileMedia : public Media {
   // only if the file system takes 512-byte direct writes (else a sector
   // write would read its block back into the page cache).
   bool writes_sectors() const override { return direct_fd_ < 0 || direct_sectors_; }
+  bool writes_lone_sectors() const override { return direct_fd_ >= 0 && direct_sectors_; }
 
   absl::Status WriteGather(uint64_t offset,
                            std::span<const std::span<const std::byte>> pieces) override {

@@ -54,6 +54,7 @@ class MemMedia : public Media {
   }
   bool gathers_writes() const override { return true; }
   bool writes_sectors() const override { return true; }
+  bool writes_lone_sectors() const override { return true; }
   bool discard_zeroes() const override { return true; }
 
   absl::Status Sync() override { return absl::OkStatus(); }

@@ -81,6 +81,7 @@ class VolatileCacheMedia : public Media {
   bool gathers_writes() const override { return true; }  // one copy, into the cache
   // Cached, and written through a sector at a time: what it models.
   bool writes_sectors() const override { return true; }
+  bool writes_lone_sectors() const override { return true; }
   absl::Status Sync() override;
   absl::Status Discard(uint64_t offset, uint64_t length) override;
   void Prepare(uint64_t offset, uint64_t length) override { inner_->Prepare(offset, length); }

@@ -4,7 +4,10 @@
 // media and in the map (docs/architecture.md, "An NBD write").
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/blocking_counter.h"
@@ -366,7 +369,12 @@ TEST_F(CommitterTest, SmallRecordsChainTheirHeadersIntoSectors) {
   o.sector_headers = true;
   ASSERT_OK(e_->Open(o));
   const uint64_t seq0 = e_->writer.next_seq();
+  // Memory writes a lone sector cheaply: the chain's first header is its
+  // sector 0 alone (512 bytes), the others a sector each.
+  ASSERT_TRUE(e_->media->writes_lone_sectors());
+  const uint64_t media0 = e_->state.counters.media_bytes.load();
   for (Bno i = 0; i < 10; ++i) ASSERT_OK(e_->Write(0, i, Blocks(int(i) + 1, 1)));
+  EXPECT_EQ(e_->state.counters.media_bytes.load() - media0, 10 * (log::kSectorBytes + kBlockSize));
   const uint32_t seg = e_->segments.open(gc::Slot::kCold);
   const Bno first = First(*e_, seg);
   // Block 0: the first record's header, its data at 1; records 2-8 in
@@ -396,6 +404,33 @@ TEST_F(CommitterTest, SmallRecordsChainTheirHeadersIntoSectors) {
   h = e_->HeaderAt(first + 12);
   ASSERT_OK(h);
   EXPECT_EQ(h->ops[0].write.lba, 20u);
+}
+
+// Through the page cache a lone sector would first read its block: there
+// a chain's first header is a whole block (sectors 1-7 zero), the chain's
+// other headers sectors of it, as before format 10.
+TEST_F(CommitterTest, AChainStartsWithAWholeHeaderBlockThroughThePageCache) {
+  const std::string path = ::testing::TempDir() + "/ftl-committer-" + std::to_string(::getpid()) + ".img";
+  std::remove(path.c_str());
+  auto file = OpenFileMedia(path, 16 << 20);
+  ASSERT_OK(file);
+  std::remove(path.c_str());  // open: gone with the media
+  std::shared_ptr<Media> m = *file;
+  ASSERT_TRUE(m->writes_sectors());
+  ASSERT_FALSE(m->writes_lone_sectors());
+  ASSERT_OK(checkpoint::FormatMedia(*m, testing::SmallFormat(), /*discard=*/false));
+  e_ = std::make_unique<Engine>(m);
+  EngineOptions o;
+  o.sector_headers = true;
+  ASSERT_OK(e_->Open(o));
+  const uint64_t media0 = e_->state.counters.media_bytes.load();
+  for (Bno i = 0; i < 3; ++i) ASSERT_OK(e_->Write(0, i, Blocks(int(i) + 1, 1)));
+  EXPECT_EQ(e_->state.counters.media_bytes.load() - media0,
+            kBlockSize + 3 * kBlockSize + 2 * log::kSectorBytes);
+  const Bno first = First(*e_, e_->segments.open(gc::Slot::kCold));
+  ASSERT_OK(e_->HeaderAt(first));
+  EXPECT_TRUE(e_->SectorAt(first, 2).ok());
+  for (Bno i = 0; i < 3; ++i) EXPECT_TRUE(e_->Holds(0, i, Blocks(int(i) + 1, 1), 0)) << i;
 }
 
 TEST_F(CommitterTest, ABatchSpanningSlotsIsWrittenAsJoinedRecords) {

@@ -302,7 +302,7 @@ TEST(LogFormat, SuperblockRoundTripAndVersionCheck) {
     sb.format_version = v;  // older formats still open
     EXPECT_OK(DecodeSuperblock(EncodeSuperblock(sb))) << v;
   }
-  EXPECT_EQ(kFormatVersion, 9u);  // sector headers
+  EXPECT_EQ(kFormatVersion, 10u);  // chain heads written as a lone sector
   EXPECT_EQ(kOldestFormatVersion, 1u);
   sb.format_version = 0;
   EXPECT_TRUE(absl::IsFailedPrecondition(DecodeSuperblock(EncodeSuperblock(sb)).status()));
@@ -563,6 +563,89 @@ TEST(SegmentReader, ReadsSectorChains) {
   sector(7, 11, 1, 0, 0);  // would continue a chain, if there were one
   scan = ScanSegment(so, reader);
   EXPECT_EQ(scan.records.size(), 1u);
+}
+
+// Format 10: a chain's first header written as sector 0 alone leaves the
+// block's sectors 1-7 with another lap's bytes. None of them continues the
+// chain or counts as damage, unless it names this pool and a newer seq.
+TEST(SegmentReader, LoneChainHeadOverAnotherLapsBytes) {
+  Uuid uuid = NewUuid(), other = NewUuid();
+  const uint32_t kSeg = 8;
+  std::vector<std::byte> seg(size_t(kSeg) * kBlock);
+  std::vector<std::byte> data;
+  auto make = [&](uint64_t seq, uint8_t fill, const Uuid& u) {
+    data.assign(kBlock, std::byte{fill});
+    RecordHeader h;
+    h.seq = seq;
+    h.uuid = u;
+    Op w;
+    w.type = OpType::kWrite;
+    w.write.vba = {Bno(seq)};
+    w.write.csum = {util::BlockChecksum(data)};
+    h.ops = {w};
+    return h;
+  };
+  auto put_sector = [&](uint32_t k, RecordHeader h, uint32_t start) {
+    h.sector = uint8_t(k);
+    h.data_start = start;
+    EncodeRecordHeader(h, std::span(seg).subspan(size_t(k) * kSectorBytes, kSectorBytes));
+  };
+  // The old lap: a valid sector of this pool (seq 3, as if continuing at
+  // block 1), a torn one of this pool (seq 4), a torn one of another pool
+  // (seq 100), and bytes without magic.
+  put_sector(1, make(3, 9, uuid), 1);
+  put_sector(2, make(4, 9, uuid), 2);
+  seg[2 * kSectorBytes + 70] ^= std::byte{1};  // in the payload
+  put_sector(3, make(100, 9, other), 2);
+  seg[3 * kSectorBytes + 70] ^= std::byte{1};  // in the payload
+  std::fill_n(seg.begin() + 4 * kSectorBytes, kSectorBytes, std::byte{0x77});
+  for (uint32_t k : {2u, 3u})
+    ASSERT_TRUE(absl::IsDataLoss(DecodeRecordHeader(std::span(seg).subspan(k * kSectorBytes, kSectorBytes)).status()));
+  auto who = PeekRecordIdentity(std::span(seg).subspan(3 * kSectorBytes, kSectorBytes));
+  ASSERT_TRUE(who.has_value());
+  EXPECT_EQ(who->seq, 100u);
+  EXPECT_EQ(who->uuid, other);
+  EXPECT_FALSE(PeekRecordIdentity(std::span(seg).subspan(4 * kSectorBytes, kSectorBytes)).has_value());
+  // This lap: the head (seq 10, data at 1) written as sector 0 alone.
+  std::vector<std::byte> head(kBlock);
+  RecordHeader first = make(10, 1, uuid);
+  EncodeRecordHeader(first, head);
+  std::copy_n(head.begin(), kSectorBytes, seg.begin());
+  std::copy(data.begin(), data.end(), seg.begin() + kBlock);
+  auto reader = MemoryReader(seg);
+  ScanOptions so = Options(kSeg, uuid);
+  for (bool resync : {false, true}) {
+    so.resync_after_damage = resync;
+    auto scan = ScanSegment(so, reader);
+    ASSERT_EQ(scan.records.size(), 1u) << resync;
+    EXPECT_EQ(scan.records[0].header.seq, 10u);
+    EXPECT_EQ(scan.end_block, 2u);
+    EXPECT_EQ(scan.damaged, 0u) << resync;
+  }
+  // The chain grows over the old sectors: sector 1 (seq 11, data at 2).
+  put_sector(1, make(11, 2, uuid), 2);
+  std::copy(data.begin(), data.end(), seg.begin() + 2 * kBlock);
+  for (bool resync : {false, true}) {
+    so.resync_after_damage = resync;
+    auto scan = ScanSegment(so, reader);
+    ASSERT_EQ(scan.records.size(), 2u) << resync;
+    EXPECT_EQ(scan.records[1].header.seq, 11u);
+    EXPECT_EQ(scan.end_block, 3u);
+    EXPECT_EQ(scan.damaged, 0u) << resync;
+  }
+  // Sector 2 of this lap (seq 12, data at 3), then damaged: it names this
+  // pool and a newer seq, so with resync it is damage (and claimed).
+  put_sector(2, make(12, 3, uuid), 3);
+  std::copy(data.begin(), data.end(), seg.begin() + 3 * kBlock);
+  so.resync_after_damage = false;
+  EXPECT_EQ(ScanSegment(so, reader).records.size(), 3u);
+  seg[2 * kSectorBytes + 70] ^= std::byte{1};  // in the payload
+  EXPECT_EQ(ScanSegment(so, reader).records.size(), 2u);
+  so.resync_after_damage = true;
+  auto scan = ScanSegment(so, reader);
+  EXPECT_EQ(scan.damaged, 1u);
+  ASSERT_EQ(scan.damaged_headers.size(), 1u);
+  EXPECT_EQ(scan.damaged_headers[0].header.seq, 12u);
 }
 
 }  // namespace
