@@ -19,9 +19,10 @@
 #
 #   flock /work/bench.lock bench/mariadb.sh [--ftld build/daemon/ftld]
 #       [--ftlctl build/tools/ftlctl] [--dir DIR] [--rounds 3] [--time 30]
-#       [--tables 8] [--table-size 100000] [--threads 4] [--quick]
+#       [--tables 8] [--table-size 100000] [--threads 4] [--size 3G] [--quick]
 #       [--ftld-flags "..."] [--ftld-b PATH] [--ftld-b-flags "..."] [--nbdkit-dw0]
 #
+# --size: each export's size (ftld --size; nbdkit's file the same).
 # --quick: 2 x 20000 rows, 10 s runs, 1 round. Prints per run: TPS, p95
 # latency, bytes the loop device wrote (/sys/block/loopN/stat) and per
 # transaction, ftld's user and media bytes (`ftlctl stats`) and media/user,
@@ -50,12 +51,13 @@ while [[ $# -gt 0 ]]; do
     --tables) TABLES=$2; shift 2 ;;
     --table-size) TABLE_SIZE=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
+    --size) SIZE=$2; shift 2 ;;
     --ftld-flags) FTLD_FLAGS=$2; shift 2 ;;
     --ftld-b) FTLD_B=$2; shift 2 ;;
     --ftld-b-flags) FTLD_B_FLAGS=$2; shift 2 ;;
     --nbdkit-dw0) NBDKIT_DW0=1; shift ;;
     --quick) TABLES=2 TABLE_SIZE=20000 TIME=10 ROUNDS=1; shift ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "mariadb.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -409,6 +409,10 @@ TEST(FileMediaTest, WriteEachWritesEveryPieceWhereverItGoes) {
     std::vector<std::span<const std::byte>> block{buf.span().subspan(128 * kKiB, 4096)};
     std::vector<Media::WriteAt> writes{{2 * kMiB, data}, {1 * kMiB + 1536, sector}, {3 * kMiB, block}};
     if (!(*m)->writes_sectors()) writes.erase(writes.begin() + 1);
+    // A lone sector is cheap with direct writes of 512 bytes only: the
+    // page cache would read its block first.
+    EXPECT_EQ((*m)->writes_lone_sectors(), mode != DirectIo::kOff && TakesDirectIo(path) && (*m)->writes_sectors())
+        << DirectIoName(mode);
     ASSERT_OK((*m)->WriteEach(writes));
     ASSERT_OK((*m)->Sync());
     std::vector<std::byte> got(12288);
@@ -716,6 +720,7 @@ TEST_F(BlockDeviceMediaTest, AlignedReadWriteReachesBackingFile) {
 // reaches the backing file, nothing around the sector changes.
 TEST_F(BlockDeviceMediaTest, WriteEachReachesBackingFileAndWritesSectors) {
   EXPECT_TRUE(media_->writes_sectors());
+  EXPECT_TRUE(media_->writes_lone_sectors());  // O_DIRECT: no cache reads the block
   AlignedBuf buf(64 * kKiB);
   auto data = Pattern(buf.size, 12);
   std::memcpy(buf.p, data.data(), data.size());
