@@ -4,8 +4,9 @@
 // notes still apply), plans the VBAs of its writes, encodes the header,
 // writes header and data with one media write into the slot's open
 // segment (or, for a small record, its data there and its header into a
-// sector of an earlier header block: log/log_format.h, "Sector chains"),
-// applies the record to the map (MapState::ApplyRecord, the same function
+// sector of an earlier header block, the chain's first header written as
+// its sector alone where the media writes one cheaply: log/log_format.h,
+// "Sector chains"), applies the record to the map (MapState::ApplyRecord, the same function
 // replay uses) and hands out record seqs (docs/architecture.md, "An NBD
 // write").
 //

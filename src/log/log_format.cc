@@ -143,7 +143,7 @@ size_t OpPayloadBytes(const Op& op) {
 }
 
 namespace {
-constexpr size_t kCsumOffset = 52;
+constexpr size_t kSeqOffset = 16, kUuidOffset = 32, kCsumOffset = 52;
 // Wire type of a packed RELOC (decodes to OpType::kReloc).
 constexpr uint8_t kRelocPackedWire = 9;
 
@@ -419,8 +419,8 @@ uint16_t PeekHeaderBlocks(std::span<const std::byte> first_block) {
 std::optional<RecordIdentity> PeekRecordIdentity(std::span<const std::byte> header) {
   if (header.size() < kRecordFixedBytes || util::GetU32(header.data()) != kRecordMagic) return std::nullopt;
   RecordIdentity id;
-  id.seq = util::GetU64(header.data() + 16);
-  std::memcpy(id.uuid.data(), header.data() + 32, id.uuid.size());
+  id.seq = util::GetU64(header.data() + kSeqOffset);
+  std::memcpy(id.uuid.data(), header.data() + kUuidOffset, id.uuid.size());
   return id;
 }
 

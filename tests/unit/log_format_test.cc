@@ -328,20 +328,26 @@ ScanOptions Options(uint32_t segment_blocks, const Uuid& uuid) {
   return so;
 }
 
+// A record of pool `u` writing `data` (one block) at vba `seq`.
+RecordHeader OneBlockWrite(uint64_t seq, const Uuid& u, std::span<const std::byte> data) {
+  RecordHeader h;
+  h.seq = seq;
+  h.uuid = u;
+  Op w;
+  w.type = OpType::kWrite;
+  w.write.vba = {Bno(seq)};
+  w.write.csum = {util::BlockChecksum(data)};
+  h.ops = {w};
+  return h;
+}
+
 TEST(SegmentReader, StopsAtTornDataAndNonIncreasingSeq) {
   Uuid uuid = NewUuid();
   const uint32_t kSeg = 16;
   std::vector<std::byte> seg(size_t(kSeg) * kBlock);
   auto put = [&](uint32_t at, uint64_t seq, uint8_t fill) {
     std::vector<std::byte> data(kBlock, std::byte{fill});
-    RecordHeader h;
-    h.seq = seq;
-    h.uuid = uuid;
-    Op w;
-    w.type = OpType::kWrite;
-    w.write.vba = {Bno(seq)};
-    w.write.csum = {util::BlockChecksum(data)};
-    h.ops = {w};
+    RecordHeader h = OneBlockWrite(seq, uuid, data);
     EncodeRecordHeader(h, std::span(seg).subspan(size_t(at) * kBlock, kBlock));
     std::copy(data.begin(), data.end(), seg.begin() + size_t(at + 1) * kBlock);
   };
@@ -575,15 +581,7 @@ TEST(SegmentReader, LoneChainHeadOverAnotherLapsBytes) {
   std::vector<std::byte> data;
   auto make = [&](uint64_t seq, uint8_t fill, const Uuid& u) {
     data.assign(kBlock, std::byte{fill});
-    RecordHeader h;
-    h.seq = seq;
-    h.uuid = u;
-    Op w;
-    w.type = OpType::kWrite;
-    w.write.vba = {Bno(seq)};
-    w.write.csum = {util::BlockChecksum(data)};
-    h.ops = {w};
-    return h;
+    return OneBlockWrite(seq, u, data);
   };
   auto put_sector = [&](uint32_t k, RecordHeader h, uint32_t start) {
     h.sector = uint8_t(k);
@@ -614,25 +612,23 @@ TEST(SegmentReader, LoneChainHeadOverAnotherLapsBytes) {
   std::copy(data.begin(), data.end(), seg.begin() + kBlock);
   auto reader = MemoryReader(seg);
   ScanOptions so = Options(kSeg, uuid);
-  for (bool resync : {false, true}) {
-    so.resync_after_damage = resync;
-    auto scan = ScanSegment(so, reader);
-    ASSERT_EQ(scan.records.size(), 1u) << resync;
-    EXPECT_EQ(scan.records[0].header.seq, 10u);
-    EXPECT_EQ(scan.end_block, 2u);
-    EXPECT_EQ(scan.damaged, 0u) << resync;
-  }
+  // The chain's records are seqs 10.. with one block each, found with and
+  // without resync, and nothing counted as damage.
+  auto expect_chain = [&](size_t n) {
+    for (bool resync : {false, true}) {
+      so.resync_after_damage = resync;
+      auto scan = ScanSegment(so, reader);
+      ASSERT_EQ(scan.records.size(), n) << resync;
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(scan.records[i].header.seq, 10u + i);
+      EXPECT_EQ(scan.end_block, 1u + n);
+      EXPECT_EQ(scan.damaged, 0u) << resync;
+    }
+  };
+  expect_chain(1);
   // The chain grows over the old sectors: sector 1 (seq 11, data at 2).
   put_sector(1, make(11, 2, uuid), 2);
   std::copy(data.begin(), data.end(), seg.begin() + 2 * kBlock);
-  for (bool resync : {false, true}) {
-    so.resync_after_damage = resync;
-    auto scan = ScanSegment(so, reader);
-    ASSERT_EQ(scan.records.size(), 2u) << resync;
-    EXPECT_EQ(scan.records[1].header.seq, 11u);
-    EXPECT_EQ(scan.end_block, 3u);
-    EXPECT_EQ(scan.damaged, 0u) << resync;
-  }
+  expect_chain(2);
   // Sector 2 of this lap (seq 12, data at 3), then damaged: it names this
   // pool and a newer seq, so with resync it is damage (and claimed).
   put_sector(2, make(12, 3, uuid), 3);
