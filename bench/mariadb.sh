@@ -15,7 +15,8 @@
 # All three are set up first (tables prepared, then synced); then each
 # round runs sysbench oltp_write_only and oltp_read_write on each stack in
 # turn, one run at a time, the order of the stacks rotating from round to
-# round.
+# round; after each run the stack's dirty pages are written back before
+# the next run starts (drain).
 #
 #   flock /work/bench.lock bench/mariadb.sh [--ftld build/daemon/ftld]
 #       [--ftlctl build/tools/ftlctl] [--dir DIR] [--rounds 3] [--time 30]
@@ -173,6 +174,25 @@ cpu_ticks() {  # user + system clock ticks of a process so far
   awk '{print $14 + $15}' "/proc/$1/stat"
 }
 
+# After a run, the stack's InnoDB goes on writing back dirty pages for a
+# while, on the CPUs and the disk the next stack's run needs; and the
+# order of the stacks is cyclic (only its start rotates), so each stack
+# always follows the same one. Without this drain the stack after
+# nbdkit-dw1 (whose write-back is cheapest) ran 6-8% faster whatever it
+# was (bench/JOURNAL.md, 2026-11-27 19:32-20:34). Bounded: 120 s.
+drain() {  # stack
+  local s=$1 pct dirty=0 t0=$SECONDS
+  pct=$(client "$s" -e 'SELECT @@innodb_max_dirty_pages_pct')
+  client "$s" -e 'SET GLOBAL innodb_max_dirty_pages_pct = 0'
+  while (( SECONDS - t0 < 120 )); do
+    dirty=$(client "$s" -e "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_PAGES_DIRTY'")
+    (( dirty <= 16 )) && break
+    sleep 1
+  done
+  client "$s" -e "SET GLOBAL innodb_max_dirty_pages_pct = $pct"
+  echo "      drained $s in $(( SECONDS - t0 )) s ($dirty dirty pages left)"
+}
+
 run_one() {  # stack workload round
   local s=$1 w=$2 r=$3 loop=${LOOP[$1]#/dev/} u0=0 m0=0 u1=0 m1=0 n0=0 f0=0 n1=0 f1=0
   if [[ $s == ftld* ]]; then read -r u0 m0 n0 f0 < <(ftld_bytes "$s"); fi
@@ -206,7 +226,7 @@ for s in "${STACKS[@]}"; do setup "$s"; done
 for r in $(seq 1 "$ROUNDS"); do
   for i in "${!STACKS[@]}"; do
     s=${STACKS[$(( (i + r - 1) % ${#STACKS[@]} ))]}
-    for w in oltp_write_only oltp_read_write; do run_one "$s" "$w" "$r"; done
+    for w in oltp_write_only oltp_read_write; do run_one "$s" "$w" "$r"; drain "$s"; done
   done
 done
 
