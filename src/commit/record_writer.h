@@ -6,9 +6,9 @@
 // segment (or, for a small record, its data there and its header into a
 // sector of an earlier header block, the chain's first header written as
 // its sector alone where the media writes one cheaply: log/log_format.h,
-// "Sector chains"), applies the record to the map (MapState::ApplyRecord, the same function
-// replay uses) and hands out record seqs (docs/architecture.md, "An NBD
-// write").
+// "Sector chains"), applies the record to the map (MapState::ApplyRecord,
+// the same function replay uses) and hands out record seqs
+// (docs/architecture.md, "An NBD write").
 //
 // Thread safety: committer only (the commit role). Takes PoolState's
 // tree_meta_mu (catalogue records) and map_mu exclusively to plan and

@@ -166,19 +166,16 @@ SegmentScan ScanSegment(const ScanOptions& opts, const CheckedBlockReader& read)
         }
         auto sh = DecodeRecordHeader(sector);
         if (!sh.ok()) {
-          // Damaged if it claims to be this pool's and to continue the
-          // chain; else another lap's or pool's bytes, as a sector without
-          // magic.
-          auto who = PeekRecordIdentity(sector);
-          if (!who || who->uuid != opts.uuid || who->seq <= last_seq || who->seq < opts.min_seq) {
-            if (!opts.resync_after_damage) break;
-            gap = true;
-            continue;
-          }
-          // Damaged: counted, and a gap with resync.
+          // The chain ends; with resync it is a gap, and damage (counted,
+          // its claim kept) if it says it is this pool's and continues the
+          // chain; else another lap's or pool's bytes, as a sector
+          // without magic.
           if (!opts.resync_after_damage) break;
-          if (scan.damaged++ == 0) scan.first_damaged_block = header_block;
-          add_claim(sector, std::nullopt, header_block);
+          auto who = PeekRecordIdentity(sector);
+          if (who && who->uuid == opts.uuid && who->seq > last_seq && who->seq >= opts.min_seq) {
+            if (scan.damaged++ == 0) scan.first_damaged_block = header_block;
+            add_claim(sector, std::nullopt, header_block);
+          }
           gap = true;
           continue;
         }
