@@ -46,6 +46,24 @@ CORRUPTION = re.compile(
     r"checksum mismatch|Page \[page id.*\] log sequence number .* is in the future|"
     r"\[ERROR\] InnoDB", re.I)
 
+# InnoDB's page size (the default) and where ibdata1 keeps the doublewrite
+# buffer: two extents of 64 pages that the TRX_SYS page points to.
+PAGE = 16384
+DOUBLEWRITE_PAGES = (64, 191)
+
+
+def page_no(page):
+    return int.from_bytes(page[4:8], "big")  # FIL_PAGE_OFFSET
+
+
+def page_lsn(page):
+    return int.from_bytes(page[16:24], "big")  # FIL_PAGE_LSN
+
+
+def space_id(page):
+    return int.from_bytes(page[34:38], "big")  # FIL_PAGE_SPACE_ID
+
+
 def repaired_by_doublewrite(line, log):
     """A torn page that InnoDB noticed and restored from its doublewrite
     buffer: a "[Note] ... Checksum mismatch in datafile" while the same log
@@ -431,6 +449,36 @@ class DatabaseStack:
                 problems.append(f"fsck.ext4 -fy: exit {r.returncode}")
                 return problems
         self.stack.mount()
+        if self.doublewrite:
+            # What InnoDB's recovery starts from, for
+            # first_pages_from_doublewrite().
+            shutil.rmtree(self.env.path("before-recovery"), ignore_errors=True)
+            shutil.copytree(self.datadir(), self.env.path("before-recovery"), symlinks=True)
+        return problems + self.verify_database()
+
+    def first_pages_from_doublewrite(self):
+        """With doublewrite on, after recover_and_verify() found problems:
+        puts the datadir back as the cut left it, writes over each torn
+        page 0 the copy that ibdata1's doublewrite buffer holds
+        (torn_first_pages()), and verifies again. Returns (the files
+        repaired, the problems found then), or None if no page 0 is torn
+        or one has no valid copy in the doublewrite buffer (then the
+        device lost what the buffer was flushed with, or something else
+        broke: the damage stands)."""
+        d = self.datadir()
+        shutil.rmtree(d)
+        shutil.copytree(self.env.path("before-recovery"), d, symlinks=True)
+        torn = self.torn_first_pages()
+        if not torn or any(page is None for page in torn.values()):
+            return None
+        self.write_first_pages(torn)
+        return sorted(os.path.relpath(f, d) for f in torn), self.verify_database()
+
+    def verify_database(self):
+        """Starts MariaDB on the mounted stack (crash recovery), checks its
+        error log and tables, stops it and runs innochecksum. Returns the
+        problems found."""
+        problems = []
         db = self.mariadb()
         try:
             db.start()
@@ -446,6 +494,60 @@ class DatabaseStack:
         db.stop()
         problems += self.innochecksum()
         return problems
+
+    def torn_first_pages(self):
+        """After a cut with doublewrite on (MariaDB stopped): the .ibd files
+        whose page 0 fails innochecksum, each mapped to the newest copy of
+        its page 0 in ibdata1's doublewrite pages that passes innochecksum
+        and is not older than the torn page's LSN field, or None if the
+        doublewrite buffer holds no such copy."""
+        d = self.datadir()
+        torn = {}
+        for f in sorted(glob.glob(f"{d}/**/*.ibd", recursive=True)):
+            if self.env.run(["innochecksum", "-p", "0", f], check=False).returncode != 0:
+                with open(f, "rb") as fh:
+                    torn[f] = fh.read(PAGE)
+        if not torn:
+            return {}
+        copies = []
+        with open(os.path.join(d, "ibdata1"), "rb") as fh:
+            for n in range(DOUBLEWRITE_PAGES[0], DOUBLEWRITE_PAGES[1] + 1):
+                fh.seek(n * PAGE)
+                page = fh.read(PAGE)
+                if len(page) == PAGE and page_no(page) == 0 and space_id(page) != 0:
+                    copies.append(page)
+        found = {}
+        scratch = self.env.path("page0.ibd")
+        for f, page in torn.items():
+            best = None
+            for c in copies:
+                if space_id(c) != space_id(page) or page_lsn(c) < page_lsn(page):
+                    continue
+                with open(scratch, "wb") as fh:
+                    fh.write(c)
+                if self.env.run(["innochecksum", scratch], check=False).returncode == 0:
+                    if best is None or page_lsn(c) > page_lsn(best):
+                        best = c
+            found[f] = best
+        return found
+
+    def write_first_pages(self, pages):
+        """Writes each file's page 0 (what InnoDB's recovery would restore
+        from its doublewrite buffer)."""
+        for f, page in pages.items():
+            with open(f, "r+b") as fh:
+                fh.write(page)
+                os.fsync(fh.fileno())
+
+    def keep(self, dest):
+        """Copies the datadir and MariaDB's error log to `dest` (for a look
+        at a cut that failed; FTLD_MARIADB_KEEP). Needs the stack mounted
+        and MariaDB stopped, as recover_and_verify() leaves it."""
+        if not (self.stack and self.stack.mounted):
+            return
+        shutil.copytree(self.datadir(), os.path.join(dest, "data"), dirs_exist_ok=True)
+        if self.db and os.path.exists(self.db.err):
+            shutil.copyfile(self.db.err, os.path.join(dest, "mariadb.err"))
 
     def check_tables(self, db):
         problems = []
@@ -484,7 +586,11 @@ class DatabaseStack:
             return [f"no .ibd files under {d}"]
         runs += [[f] for f in sorted(glob.glob(f"{d}/undo[0-9]*"))]
         for f in sorted(glob.glob(f"{d}/ibdata*")):
-            runs += [["--end-page=63", f], ["--start-page=192", f]] if f.endswith("ibdata1") else [[f]]
+            if f.endswith("ibdata1"):
+                runs += [[f"--end-page={DOUBLEWRITE_PAGES[0] - 1}", f],
+                         [f"--start-page={DOUBLEWRITE_PAGES[1] + 1}", f]]
+            else:
+                runs += [[f]]
         for args in runs:
             r = self.env.run(["innochecksum"] + args, check=False)
             if r.returncode != 0:
