@@ -483,21 +483,26 @@ def set_loop(d, redis, cid, acked, inflight, stop):
         pass
 
 
+def kill_during(d, rnd, stop, threads):
+    """Runs the client threads, kill -9s the daemon 0.5-2 s in, stops them."""
+    for t in threads:
+        t.start()
+    time.sleep(rnd.uniform(0.5, 2.0))
+    d.kill9()
+    stop.set()
+    for t in threads:
+        t.join(60)
+
+
 def test_kill9_during_set_loop_fsync_always(env):
     redis = redis_module()
     d = start(env, args=["--kv-fsync", "always"])
     rnd = random.Random(int(os.environ.get("FTLD_RESP_SEED", "0")) or None)
     for rnd_i in range(KILL_ROUNDS):
         acked, inflight, stop = {}, {}, threading.Event()
-        threads = [threading.Thread(target=set_loop, args=(d, redis, c, acked, inflight, stop))
-                   for c in range(8)]
-        for t in threads:
-            t.start()
-        time.sleep(rnd.uniform(0.5, 2.0))
-        d.kill9()
-        stop.set()
-        for t in threads:
-            t.join(60)
+        kill_during(d, rnd, stop, [threading.Thread(target=set_loop,
+                                                    args=(d, redis, c, acked, inflight, stop))
+                                   for c in range(8)])
         assert len(acked) > 20, f"round {rnd_i}: only {len(acked)} keys acknowledged"
         restart(d)
         r = client(d, redis)
@@ -516,35 +521,31 @@ def test_kill9_during_set_loop_fsync_always(env):
 
 def batch_loops(d, redis, stop, state, pre):
     """Writers of whole groups, until `stop` or the daemon dies: MSET of ten
-    keys {pre}g{w}:0..9 all = generation n; MULTI / SET {pre}t{w}:a n / SET
-    {pre}t{w}:b n / INCR {pre}t{w}:n / EXEC; INCR of a shared counter. `state` records, per
-    writer, the last generation acknowledged and the most sent, and per
-    counter the last value acknowledged and the INCRs sent."""
-    def mset(w):
+    keys {pre}g{w}:0..9 all = generation n; MULTI / SET {pre}t{w}:a n /
+    SET {pre}t{w}:b n / INCR {pre}t{w}:n / EXEC; INCR of a shared counter.
+    `state` records, per writer, the last generation acknowledged and the
+    most sent, and per counter the last value acknowledged and the INCRs
+    sent."""
+    def generations(name, write):
+        """write(client, name, n) for n = 1, 2, ... recording each."""
         try:
             c = client(d, redis)
             n = 0
             while not stop.is_set():
                 n += 1
-                state["sent"][f"{pre}g{w}"] = n
-                c.mset({f"{pre}g{w}:{i}": str(n) for i in range(10)})
-                state["acked"][f"{pre}g{w}"] = n
+                state["sent"][name] = n
+                write(c, name, n)
+                state["acked"][name] = n
         except Exception:  # noqa: BLE001 - the daemon was killed
             pass
 
-    def multi(w):
-        try:
-            c = client(d, redis)
-            n = 0
-            while not stop.is_set():
-                n += 1
-                state["sent"][f"{pre}t{w}"] = n
-                p = c.pipeline(transaction=True)
-                p.set(f"{pre}t{w}:a", str(n)).set(f"{pre}t{w}:b", str(n)).incr(f"{pre}t{w}:n")
-                p.execute()
-                state["acked"][f"{pre}t{w}"] = n
-        except Exception:  # noqa: BLE001
-            pass
+    def mset(c, name, n):
+        c.mset({f"{name}:{i}": str(n) for i in range(10)})
+
+    def multi(c, name, n):
+        p = c.pipeline(transaction=True)
+        p.set(f"{name}:a", str(n)).set(f"{name}:b", str(n)).incr(f"{name}:n")
+        p.execute()
 
     def incr(w):
         try:
@@ -556,8 +557,8 @@ def batch_loops(d, redis, stop, state, pre):
         except Exception:  # noqa: BLE001
             pass
 
-    return ([threading.Thread(target=mset, args=(w,)) for w in range(3)]
-            + [threading.Thread(target=multi, args=(w,)) for w in range(2)]
+    return ([threading.Thread(target=generations, args=(f"{pre}g{w}", mset)) for w in range(3)]
+            + [threading.Thread(target=generations, args=(f"{pre}t{w}", multi)) for w in range(2)]
             + [threading.Thread(target=incr, args=(w,)) for w in range(2)])
 
 
@@ -600,14 +601,7 @@ def test_kill9_during_batches_and_counters(env):
             pre = f"r{rnd_i}:"
             state = {"sent": {}, "acked": {}, "incr_sent": {}, "incr_acked": 0}
             stop = threading.Event()
-            threads = batch_loops(d, redis, stop, state, pre)
-            for t in threads:
-                t.start()
-            time.sleep(rnd.uniform(0.5, 2.0))
-            d.kill9()
-            stop.set()
-            for t in threads:
-                t.join(60)
+            kill_during(d, rnd, stop, batch_loops(d, redis, stop, state, pre))
             assert sum(state["acked"].values()) > 20, f"{fsync} round {rnd_i}: {state['acked']}"
             restart(d)
             r = client(d, redis)
