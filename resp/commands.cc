@@ -57,8 +57,11 @@ class Txn {
   }
   size_t pending_ops() const { return batch_.size(); }
   size_t pending_bytes() const { return batch_.bytes(); }
-  // Writes made outside the batch (FLUSHDB's chunks).
+  // Writes made outside the batch (FLUSHDB's chunks, Modify).
   void MarkWritten() { wrote_ = true; }
+  // The store, if a command may change it directly: nothing is pending
+  // and no transaction reads its own writes.
+  KvStore* direct() const { return overlay_ || batch_.size() > 0 ? nullptr : store_; }
   bool wrote() const { return wrote_ || batch_.size() > 0; }
 
   // Applies the batch, unsynced (the connection waits for durability).
@@ -470,20 +473,41 @@ void MSetNx(Call& c) {
   AppendInteger(&c.out, 1);
 }
 
+// `old` (absent: 0) plus `delta`, or the error Redis gives.
+absl::StatusOr<int64_t> Incremented(std::optional<std::string_view> old, int64_t delta) {
+  int64_t v = 0;
+  if (old && !ParseInt64(*old, &v))
+    return absl::InvalidArgumentError("value is not an integer or out of range");
+  if ((delta > 0 && v > std::numeric_limits<int64_t>::max() - delta) ||
+      (delta < 0 && v < std::numeric_limits<int64_t>::min() - delta)) {
+    return absl::InvalidArgumentError("increment or decrement would overflow");
+  }
+  return v + delta;
+}
+
 void IncrBy(Call& c, int64_t delta) {
   const std::string& key = c.argv[1];
   if (!CheckWrite(c, key, "")) return;
+  if (KvStore* store = c.txn->direct()) {
+    // The read and the write in one search of the tree.
+    int64_t result = 0;
+    absl::Status s = store->Modify(
+        key, [&](std::optional<std::string_view> old) -> absl::StatusOr<std::optional<std::string>> {
+          absl::StatusOr<int64_t> v = Incremented(old, delta);
+          if (!v.ok()) return v.status();
+          result = *v;
+          return std::optional<std::string>(absl::StrCat(*v));
+        });
+    if (!s.ok()) return Err(c, StatusError(s));
+    c.txn->MarkWritten();
+    return AppendInteger(&c.out, result);
+  }
   std::optional<std::string> old;
   if (!Read(c, key, &old)) return;
-  int64_t v = 0;
-  if (old && !ParseInt64(*old, &v)) return Err(c, "ERR value is not an integer or out of range");
-  if ((delta > 0 && v > std::numeric_limits<int64_t>::max() - delta) ||
-      (delta < 0 && v < std::numeric_limits<int64_t>::min() - delta)) {
-    return Err(c, "ERR increment or decrement would overflow");
-  }
-  v += delta;
-  c.txn->Put(key, absl::StrCat(v));
-  AppendInteger(&c.out, v);
+  absl::StatusOr<int64_t> v = Incremented(old, delta);
+  if (!v.ok()) return Err(c, StatusError(v.status()));
+  c.txn->Put(key, absl::StrCat(*v));
+  AppendInteger(&c.out, *v);
 }
 
 void Incr(Call& c) { IncrBy(c, 1); }

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -202,6 +203,17 @@ class KvStore {
                               const KvWriteOptions& w = {}) = 0;
   virtual absl::Status Delete(std::string_view key, const KvWriteOptions& w = {}) = 0;
   virtual absl::Status Write(const KvWriteBatch& batch, const KvWriteOptions& w = {}) = 0;
+  // What Modify's function makes of a key's value (nullopt: absent): the
+  // new value, nullopt to leave the key as it is, or an error (nothing
+  // changes; Modify returns it).
+  using ModifyFn = absl::FunctionRef<absl::StatusOr<std::optional<std::string>>(
+      std::optional<std::string_view>)>;
+  // Reads `key` and puts what `fn` makes of its value as one operation:
+  // no other call reads or changes the store between the read and the
+  // write (a counter, an append), and the tree is searched once for both.
+  // `fn` runs once, under the store's lock: it must not call the store.
+  // The new value is checked as Put checks it.
+  virtual absl::Status Modify(std::string_view key, ModifyFn fn, const KvWriteOptions& w = {}) = 0;
   virtual absl::StatusOr<std::string> Get(std::string_view key) = 0;
   // Keys in [from, to) in order ("" as `to`: to the end), at most `limit`.
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(

@@ -134,11 +134,15 @@ absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind
   } else if (absl::Status s = Descend(key, &path); !s.ok()) {
     return s;
   }
-  Frame* leaf = path.frames.back();
-  if (inline_value) {
+  return PutIn(key, value, &path);
+}
+
+absl::Status BTree::PutIn(std::string_view key, std::string_view value, Path* path) {
+  Frame* leaf = path->frames.back();
+  if (FitsInline(key.size(), value.size())) {
     // (The value it replaces, if kept outside pages, is freed.)
     if (absl::Status s = buf_->ChangePut(leaf, key, value, /*free_replaced=*/true); !s.ok()) return s;
-    return SplitIfFull(&path, path.frames.size() - 1);
+    return SplitIfFull(path, path->frames.size() - 1);
   }
   LogEntry e;
   e.key = std::string(key);
@@ -148,7 +152,58 @@ absl::Status BTree::Put(std::string_view key, std::string_view value, bool blind
   e.blob = *r;
   if (std::optional<Page::Ref> old = leaf->page.Find(key); old && old->blob) buf_->FreeBlob(*old->blob);
   if (absl::Status s = buf_->Change(leaf, e); !s.ok()) return s;
-  return SplitIfFull(&path, path.frames.size() - 1);
+  return SplitIfFull(path, path->frames.size() - 1);
+}
+
+absl::Status BTree::Modify(std::string_view key, ModifyFn fn, bool blind, bool* changing) {
+  *changing = false;
+  Path path, full;
+  Path* at = &path;                // ends at the key's leaf, once loaded
+  std::optional<uint32_t> unread;  // kPdl: the leaf a probe answered for
+  std::optional<std::string> old;
+  absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &path);
+  if (!leaf.ok()) return leaf.status();
+  if (leaf->has_value()) {
+    absl::StatusOr<BufferPool::Probe> p = buf_->ProbeLeaf(**leaf, key);
+    if (!p.ok()) return p.status();
+    if (p->answered) {
+      unread = **leaf;
+      if (p->entry) {
+        absl::StatusOr<std::string> v = ValueOf(*p->entry);
+        if (!v.ok()) return v.status();
+        old = std::move(*v);
+      }
+    } else {
+      // The page needs loading (its in-page log): the whole way down.
+      if (absl::Status s = Descend(key, &full); !s.ok()) return s;
+      at = &full;
+    }
+  }
+  if (!unread) {
+    if (std::optional<Page::Ref> e = at->frames.back()->page.Find(key)) {
+      absl::StatusOr<std::string> v = ValueOf(*e);
+      if (!v.ok()) return v.status();
+      old = std::move(*v);
+    }
+  }
+  absl::StatusOr<std::optional<std::string>> value =
+      fn(old ? std::optional<std::string_view>(*old) : std::nullopt);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return absl::OkStatus();
+  const std::string& v = **value;
+  if (unread) {
+    // As Put logs a leaf it need not read; else the leaf is loaded now.
+    if (blind && FitsInline(key.size(), v.size()) &&
+        buf_->CanChangeBlind(*unread, 3 + key.size() + 2 + v.size())) {
+      *changing = true;
+      buf_->BlindChange(*unread, key, v);
+      return absl::OkStatus();
+    }
+    if (absl::Status s = Descend(key, &full); !s.ok()) return s;
+    at = &full;
+  }
+  *changing = true;
+  return PutIn(key, v, at);
 }
 
 absl::StatusOr<std::optional<bool>> BTree::Delete(std::string_view key, bool blind) {

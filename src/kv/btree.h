@@ -40,6 +40,12 @@ class BTree {
   // `blind`: in kPdl a put of an inline value to a leaf not in the buffer
   // is logged without reading the leaf (BufferPool::BlindChange).
   absl::Status Put(std::string_view key, std::string_view value, bool blind = false);
+  // KvStore::Modify in the tree: one descent finds the key's leaf (or, in
+  // kPdl, probes a leaf not in the buffer) for the read and the put that
+  // follows. `*changing` turns true when the put begins: an error after
+  // that may have left it half-applied.
+  using ModifyFn = KvStore::ModifyFn;
+  absl::Status Modify(std::string_view key, ModifyFn fn, bool blind, bool* changing);
   // Whether the key was there (nullopt: logged blind, unknown; only with
   // `blind`).
   absl::StatusOr<std::optional<bool>> Delete(std::string_view key, bool blind = false);
@@ -75,6 +81,9 @@ class BTree {
   absl::StatusOr<std::optional<uint32_t>> DescendToRead(std::string_view key, Path* path);
   absl::StatusOr<std::optional<uint32_t>> DescendUntil(std::string_view key, Path* path,
                                                        const std::function<bool(uint32_t)>& stop);
+  // Put in the leaf `path` ends at (the whole path from the root: a
+  // split may climb it).
+  absl::Status PutIn(std::string_view key, std::string_view value, Path* path);
   absl::Status SplitIfFull(Path* path, size_t level);
   absl::Status SplitRoot(Frame* root);
   absl::Status ScanPage(uint32_t id, std::string_view from, std::string_view to, size_t limit,

@@ -243,15 +243,11 @@ absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
     if (op.kind == KvWriteBatch::Kind::kUpdate && !exists) return absl::NotFoundError("no such key");
     present[op.key] = true;
   }
-  uint64_t need = uint64_t(buf_.meta().height + 2) * 2 * batch.size();
-  if (buf_.meta().next_page + need > layout_.max_pages())
-    return absl::ResourceExhaustedError("the dataset's pages are all in use");
   uint64_t blob_need = 0;
   for (const KvWriteBatch::Op& op : batch.ops())
     if (op.kind != KvWriteBatch::Kind::kDelete && !tree_.FitsInline(op.key.size(), op.value.size()))
       blob_need += (op.value.size() + kBlock - 1) / kBlock + 1;
-  if (buf_.meta().blob_next + blob_need > layout_.blob_blocks)
-    return absl::ResourceExhaustedError("the dataset's area for large values is used up");
+  if (absl::Status s = RoomLocked(batch.size(), blob_need); !s.ok()) return s;
   // kPdl: puts and deletes need not read their leaf (Insert and Update
   // were checked above, which read it).
   const bool blind = mode_ == KvMode::kPdl;
@@ -269,12 +265,53 @@ absl::Status KvStoreImpl::ApplyLocked(const KvWriteBatch& batch) {
       return s;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status KvStoreImpl::RoomLocked(size_t ops, uint64_t blob_blocks) const {
+  uint64_t need = uint64_t(buf_.meta().height + 2) * 2 * ops;
+  if (buf_.meta().next_page + need > layout_.max_pages())
+    return absl::ResourceExhaustedError("the dataset's pages are all in use");
+  if (buf_.meta().blob_next + blob_blocks > layout_.blob_blocks)
+    return absl::ResourceExhaustedError("the dataset's area for large values is used up");
+  return absl::OkStatus();
+}
+
+absl::Status KvStoreImpl::WritableLocked() const {
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  if (read_only_) return absl::FailedPreconditionError("the store is read-only");
+  return broken_;
+}
+
+absl::Status KvStoreImpl::AdmitLocked(bool frees) {
+  if (absl::Status s = WritableLocked(); !s.ok()) return s;
+  if (full_) {
+    // The last flush found the pool full: write what waits first, and
+    // refuse this change (unapplied) while that still fails.
+    absl::Status s = FlushLocked();
+    if (!s.ok() && frees && absl::IsResourceExhausted(s)) s = FlushLocked(true);
+    if (!s.ok())
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("the pool is full; nothing of this change was applied (%s)", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t KvStoreImpl::AppliedLocked(bool sync, bool frees) {
   ++op_seq_;
   // Differentials that outgrew their budget are merged now (an error
   // leaves them as they are: the operation is applied, the next one tries
   // again, and a page that cannot be read fails its own readers).
   (void)buf_.MaintainDiffs(diff_budget_);
-  return absl::OkStatus();
+  if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) {
+    // The buffer is full of dirty pages: write them (not synced). An
+    // error here is no error of this call (it is applied; the next flush
+    // tries again), except that a synced caller learns of it.
+    if (absl::Status s = FlushLocked(); !s.ok() && frees && absl::IsResourceExhausted(s))
+      (void)FlushLocked(true);
+  }
+  if (sync) ++synced_writes_;
+  return op_seq_;
 }
 
 absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
@@ -296,32 +333,45 @@ absl::Status KvStoreImpl::Apply(const KvWriteBatch& batch, bool sync) {
   uint64_t seq;
   {
     absl::MutexLock l(&mu_);
-    if (closed_) return absl::FailedPreconditionError("the store is closed");
-    if (read_only_) return absl::FailedPreconditionError("the store is read-only");
-    if (!broken_.ok()) return broken_;
-    if (batch.size() == 0) return absl::OkStatus();
-    if (full_) {
-      // The last flush found the pool full: write what waits first, and
-      // refuse this change (unapplied) while that still fails.
-      absl::Status s = FlushLocked();
-      if (!s.ok() && frees && absl::IsResourceExhausted(s)) s = FlushLocked(true);
-      if (!s.ok())
-        return absl::ResourceExhaustedError(
-            absl::StrFormat("the pool is full; nothing of this change was applied (%s)", s.message()));
-    }
+    if (batch.size() == 0) return WritableLocked();
+    if (absl::Status s = AdmitLocked(frees); !s.ok()) return s;
     if (absl::Status s = ApplyLocked(batch); !s.ok()) return s;
-    seq = op_seq_;
-    if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) {
-      // The buffer is full of dirty pages: write them (not synced). An
-      // error here is no error of this call (it is applied; the next flush
-      // tries again), except that a synced caller learns of it.
-      if (absl::Status s = FlushLocked(); !s.ok() && frees && absl::IsResourceExhausted(s))
-        (void)FlushLocked(true);
-    }
-    if (sync) ++synced_writes_;
+    seq = AppliedLocked(sync, frees);
   }
   if (!sync) return absl::OkStatus();
   return SyncTo(seq, frees);
+}
+
+absl::Status KvStoreImpl::Modify(std::string_view key, ModifyFn fn, const KvWriteOptions& w) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  uint64_t seq;
+  {
+    absl::MutexLock l(&mu_);
+    if (absl::Status s = AdmitLocked(/*frees=*/false); !s.ok()) return s;
+    // The new value passes Put's checks before anything changes.
+    auto checked = [&](std::optional<std::string_view> old) -> absl::StatusOr<std::optional<std::string>> {
+      mu_.AssertHeld();  // taken above; the lambda is analysed alone
+      absl::StatusOr<std::optional<std::string>> v = fn(old);
+      if (!v.ok() || !v->has_value()) return v;
+      if (absl::Status s = CheckValue(**v); !s.ok()) return s;
+      const bool large = !tree_.FitsInline(key.size(), (*v)->size());
+      if (absl::Status s = RoomLocked(1, large ? ((*v)->size() + kBlock - 1) / kBlock + 1 : 0); !s.ok())
+        return s;
+      return v;
+    };
+    bool changing = false;
+    absl::Status s = tree_.Modify(key, checked, mode_ == KvMode::kPdl, &changing);
+    if (!s.ok()) {
+      if (changing)
+        broken_ = absl::DataLossError(absl::StrFormat(
+            "a change failed half-applied (%s); the store refuses writes until reopened", s.message()));
+      return s;
+    }
+    if (!changing) return absl::OkStatus();  // `fn` left the key as it was
+    seq = AppliedLocked(w.sync, /*frees=*/false);
+  }
+  if (!w.sync) return absl::OkStatus();
+  return SyncTo(seq);
 }
 
 void KvStoreImpl::Prefetch(std::span<const std::string_view> keys) {

@@ -36,6 +36,7 @@ class KvStoreImpl : public KvStore {
   absl::Status Update(std::string_view key, std::string_view value, const KvWriteOptions& w) override;
   absl::Status Delete(std::string_view key, const KvWriteOptions& w) override;
   absl::Status Write(const KvWriteBatch& batch, const KvWriteOptions& w) override;
+  absl::Status Modify(std::string_view key, ModifyFn fn, const KvWriteOptions& w) override;
   absl::StatusOr<std::string> Get(std::string_view key) override;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(std::string_view from,
                                                                        std::string_view to,
@@ -55,6 +56,17 @@ class KvStoreImpl : public KvStore {
   // waits for durability if `sync`.
   absl::Status Apply(const KvWriteBatch& batch, bool sync);
   absl::Status ApplyLocked(const KvWriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the store takes changes: open, writable, not broken.
+  absl::Status WritableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a change may be applied now: WritableLocked, and the pool not
+  // full (a flush is tried first if it was).
+  absl::Status AdmitLocked(bool frees) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the pages and the area for large values have room for `ops`
+  // changes and `blob_blocks` blocks of large values.
+  absl::Status RoomLocked(size_t ops, uint64_t blob_blocks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a change: its sequence number (returned), differentials merged
+  // as their budget says, the buffer written out (unsynced) if it is full.
+  uint64_t AppliedLocked(bool sync, bool frees) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `frees`: written as a space-freeing write (a flush of deletes on a
   // full pool, docs/kv.md "Errors").
   absl::Status FlushLocked(bool frees = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -84,7 +84,20 @@ void Worker(KvStore* s, Log* log, uint64_t seed, std::atomic<bool>* stop, int* o
       index = log->ops.size();
       log->ops.push_back(op);
     }
-    absl::Status st = s->Write(b, {.sync = sync});
+    // A lone put goes through Modify now and then (the read and the put of
+    // one search; the value the same).
+    absl::Status st;
+    if (op.size() == 1 && op[0].second && rng() % 4 == 0) {
+      const std::string& v = *op[0].second;
+      st = s->Modify(
+          op[0].first,
+          [&](std::optional<std::string_view>) -> absl::StatusOr<std::optional<std::string>> {
+            return std::optional<std::string>(v);
+          },
+          {.sync = sync});
+    } else {
+      st = s->Write(b, {.sync = sync});
+    }
     if (!st.ok()) return;  // the media was crashed under us
     ++*ok_ops;
     if (sync) {
