@@ -76,33 +76,38 @@ absl::StatusOr<std::string> BTree::ValueOf(const Page::Ref& e) {
   return std::string(e.value);
 }
 
-absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
-  Path path;
-  absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &path);
+absl::Status BTree::Locate(std::string_view key, Located* at) {
+  absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &at->path);
   if (!leaf.ok()) return leaf.status();
+  at->leaf_path = &at->path;
   if (leaf->has_value()) {
     absl::StatusOr<BufferPool::Probe> p = buf_->ProbeLeaf(**leaf, key);
     if (!p.ok()) return p.status();
     if (p->answered) {
-      if (!p->entry) return std::optional<std::string>();
+      at->leaf_path = nullptr;
+      at->unread = **leaf;
+      if (!p->entry) return absl::OkStatus();
       absl::StatusOr<std::string> v = ValueOf(*p->entry);
       if (!v.ok()) return v.status();
-      return std::optional<std::string>(std::move(*v));
+      at->value = std::move(*v);
+      return absl::OkStatus();
     }
     // The page needs loading (its in-page log): the whole way down again.
-    Path full;
-    if (absl::Status s = Descend(key, &full); !s.ok()) return s;
-    std::optional<Page::Ref> e = full.frames.back()->page.Find(key);
-    if (!e) return std::optional<std::string>();
-    absl::StatusOr<std::string> v = ValueOf(*e);
-    if (!v.ok()) return v.status();
-    return std::optional<std::string>(std::move(*v));
+    if (absl::Status s = Descend(key, &at->full); !s.ok()) return s;
+    at->leaf_path = &at->full;
   }
-  std::optional<Page::Ref> e = path.frames.back()->page.Find(key);
-  if (!e) return std::optional<std::string>();
+  std::optional<Page::Ref> e = at->leaf_path->frames.back()->page.Find(key);
+  if (!e) return absl::OkStatus();
   absl::StatusOr<std::string> v = ValueOf(*e);
   if (!v.ok()) return v.status();
-  return std::optional<std::string>(std::move(*v));
+  at->value = std::move(*v);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<std::string>> BTree::Get(std::string_view key) {
+  Located at;
+  if (absl::Status s = Locate(key, &at); !s.ok()) return s;
+  return std::move(at.value);
 }
 
 absl::StatusOr<bool> BTree::Contains(std::string_view key) {
@@ -157,53 +162,26 @@ absl::Status BTree::PutIn(std::string_view key, std::string_view value, Path* pa
 
 absl::Status BTree::Modify(std::string_view key, ModifyFn fn, bool blind, bool* changing) {
   *changing = false;
-  Path path, full;
-  Path* at = &path;                // ends at the key's leaf, once loaded
-  std::optional<uint32_t> unread;  // kPdl: the leaf a probe answered for
-  std::optional<std::string> old;
-  absl::StatusOr<std::optional<uint32_t>> leaf = DescendToRead(key, &path);
-  if (!leaf.ok()) return leaf.status();
-  if (leaf->has_value()) {
-    absl::StatusOr<BufferPool::Probe> p = buf_->ProbeLeaf(**leaf, key);
-    if (!p.ok()) return p.status();
-    if (p->answered) {
-      unread = **leaf;
-      if (p->entry) {
-        absl::StatusOr<std::string> v = ValueOf(*p->entry);
-        if (!v.ok()) return v.status();
-        old = std::move(*v);
-      }
-    } else {
-      // The page needs loading (its in-page log): the whole way down.
-      if (absl::Status s = Descend(key, &full); !s.ok()) return s;
-      at = &full;
-    }
-  }
-  if (!unread) {
-    if (std::optional<Page::Ref> e = at->frames.back()->page.Find(key)) {
-      absl::StatusOr<std::string> v = ValueOf(*e);
-      if (!v.ok()) return v.status();
-      old = std::move(*v);
-    }
-  }
+  Located at;
+  if (absl::Status s = Locate(key, &at); !s.ok()) return s;
   absl::StatusOr<std::optional<std::string>> value =
-      fn(old ? std::optional<std::string_view>(*old) : std::nullopt);
+      fn(at.value ? std::optional<std::string_view>(*at.value) : std::nullopt);
   if (!value.ok()) return value.status();
   if (!value->has_value()) return absl::OkStatus();
   const std::string& v = **value;
-  if (unread) {
+  if (at.unread) {
     // As Put logs a leaf it need not read; else the leaf is loaded now.
     if (blind && FitsInline(key.size(), v.size()) &&
-        buf_->CanChangeBlind(*unread, 3 + key.size() + 2 + v.size())) {
+        buf_->CanChangeBlind(*at.unread, 3 + key.size() + 2 + v.size())) {
       *changing = true;
-      buf_->BlindChange(*unread, key, v);
+      buf_->BlindChange(*at.unread, key, v);
       return absl::OkStatus();
     }
-    if (absl::Status s = Descend(key, &full); !s.ok()) return s;
-    at = &full;
+    if (absl::Status s = Descend(key, &at.full); !s.ok()) return s;
+    at.leaf_path = &at.full;
   }
   *changing = true;
-  return PutIn(key, v, at);
+  return PutIn(key, v, at.leaf_path);
 }
 
 absl::StatusOr<std::optional<bool>> BTree::Delete(std::string_view key, bool blind) {

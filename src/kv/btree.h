@@ -70,6 +70,19 @@ class BTree {
       for (Frame* f : frames) buf->Unpin(f);
     }
   };
+  // Where a read of a key ended: its value (nullopt: absent) and either
+  // the path to its loaded leaf or, in kPdl, the leaf a probe answered
+  // for without loading it.
+  struct Located {
+    Path path;                       // the descent
+    Path full;                       // the whole way down, when needed
+    Path* leaf_path = nullptr;       // ends at the key's leaf, if loaded
+    std::optional<uint32_t> unread;  // else the leaf the probe read
+    std::optional<std::string> value;
+  };
+  // One descent to `key` (Get, Modify): reads a leaf not in the buffer
+  // where it lies (kPdl) unless it needs its in-page log.
+  absl::Status Locate(std::string_view key, Located* at);
   absl::Status Descend(std::string_view key, Path* path);
   // Delete in the leaf `path` ends at.
   absl::StatusOr<std::optional<bool>> DeleteIn(std::string_view key, Path* path);
