@@ -9,6 +9,8 @@
 # Workloads: 4 KiB randwrite and randread at QD 32, 128 KiB sequential write
 # and read at QD 32, and 4 KiB randwrite / randread at QD 1 (latency).
 # --quick: 3 s per workload on a 256 MiB working set (a smoke run).
+# Every fio run starts after a `sync` (one server's dirty page cache is
+# otherwise written back during the next server's run).
 # Never timed assertions: this only prints. Kills only what it started.
 set -euo pipefail
 
@@ -95,6 +97,7 @@ for w in "${WORKLOADS[@]}"; do
   read -r rw bs qd <<<"$w"
   for s in "${SERVERS[@]}"; do
     out="$DIR/fio-$s-$rw-$bs-$qd.json"
+    sync  # the last run's dirty pages go to the disk now, not during this one
     fio --name="$s" --ioengine=nbd --uri="${URI[$s]}" --rw="$rw" --bs="$bs" --iodepth="$qd" \
         --numjobs=1 --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 \
         --output-format=json --output="$out" >/dev/null

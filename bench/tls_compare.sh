@@ -22,6 +22,9 @@
 # request (utime + stime of its process over the fio run / requests: less
 # sensitive to the machine's load than IOPS). Only prints (never a timed
 # assertion). Kills only what it started.
+# Every fio run starts after a `sync`: otherwise one server's dirty page
+# cache is written back during the next server's run (bench/RESULTS.md,
+# TLS, 2026-11-28).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -138,6 +141,7 @@ for r in $(seq 1 "$ROUNDS"); do
     read -r rw bs <<<"$w"
     for s in "${order[@]}"; do
       out="$DIR/fio-$s-$rw-$bs-$r.json"
+      sync  # the last run's dirty pages go to the disk now, not during this one
       t0=$(cpu_ticks "${SPID[$s]}")
       fio --name="$s" --ioengine=nbd --uri="${URI[$s]}" --rw="$rw" --bs="$bs" --iodepth=32 \
           --numjobs=1 --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 \
