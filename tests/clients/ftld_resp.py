@@ -751,13 +751,23 @@ def test_full_pool(env):
     assert error.startswith("the pool is full") or "flush that makes it durable failed" in error \
         or "pool" in error.lower(), error
     print(f"pool full after {len(acked)} SETs of 60 KiB: {error}", flush=True)
-    for _ in range(3):               # still full: refused, nothing applied
+    # Still full: refused, nothing applied. (What the cleaner frees
+    # meanwhile may take a few more: those are acknowledged, and must
+    # survive as the others.)
+    refused, more = 0, []
+    for j in range(40):
         try:
-            r.set("one-more", value(0))
-            raise AssertionError("a SET on a full pool was acknowledged")
+            r.set(f"more{j}", value(j))
+            more.append(j)
         except redis.ResponseError as e:
-            assert "full" in str(e), str(e)
-    assert r.get("one-more") is None
+            if "full" in str(e):
+                assert r.get(f"more{j}") is None, j
+                refused += 1
+                if refused == 3:
+                    break
+            else:
+                assert "flush that makes it durable failed" in str(e), str(e)
+    assert refused == 3 and len(more) < 20, (refused, more)
     assert r.ping()
     vals = r.mget([f"f{i:05d}" for i in acked[:200]])
     assert vals == [value(i) for i in acked[:200]]
@@ -769,6 +779,8 @@ def test_full_pool(env):
     r = client(d, redis)
     for i in acked:
         assert r.get(f"f{i:05d}") == value(i), i
+    for j in more:
+        assert r.get(f"more{j}") == value(j), j
     r.close()
     assert d.stop() == 0
 
