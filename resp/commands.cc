@@ -1015,6 +1015,53 @@ void Prefetch(const CommandEnv& env, const Session& session, const std::deque<Ar
   });
 }
 
+size_t ExecuteGets(const CommandEnv& env, Session& session, const std::deque<Argv>& requests,
+                   size_t max_reply_bytes, std::string* reply, Outcome* outcome) {
+  if (!session.db || session.in_multi) return 0;
+  constexpr size_t kMaxKeys = 64;
+  std::array<std::string_view, kMaxKeys> keys;  // (no allocation per batch)
+  size_t n = 0;
+  for (const Argv& argv : requests) {
+    if (n == kMaxKeys || argv.size() != 2 || argv[0].size() != 3) break;
+    const Spec* spec = Find(argv[0]);
+    if (spec == nullptr || spec->fn != &Get) break;
+    keys[n++] = argv[1];
+  }
+  if (n < 2) return 0;
+  Database& db = *session.db;
+  const size_t start = reply->size();
+  size_t done = 0;
+  auto answer = [&](size_t i, std::optional<std::string_view> v) {
+    if (v) AppendBulk(reply, *v); else AppendNull(reply, session.proto);
+    done = i + 1;
+    return reply->size() - start < max_reply_bytes;
+  };
+  absl::Status s;
+  {
+    absl::MutexLock lock(&db.exec_mu());
+    s = env.databases->registry()->Use(db.ref(), [&](KvStore& store) {
+      return store.GetMany(std::span<const std::string_view>(keys.data(), n), answer);
+    });
+    if (absl::IsNotFound(s) && db.numbered() && done == 0) {
+      // A numbered database never written: read as empty (RunOnDatabase).
+      for (size_t i = 0; i < n; ++i) AppendNull(reply, session.proto);
+      done = n;
+      s = absl::OkStatus();
+    }
+  }
+  if (!s.ok()) {
+    // The key after the answered ones failed: its request's reply.
+    AppendError(reply, StatusError(s));
+    env.counters->error_replies.fetch_add(1, std::memory_order_relaxed);
+    ++done;
+  }
+  env.counters->commands.fetch_add(done, std::memory_order_relaxed);
+  outcome->db = session.db;
+  outcome->wrote = false;
+  if (env.fsync == Fsync::kAlways) outcome->seq = db.applied();
+  return done;
+}
+
 bool IsQuick(const Session& session, const Argv& argv) {
   if (session.in_multi || argv.empty()) return false;
   const Spec* spec = Find(argv[0]);

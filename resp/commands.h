@@ -97,6 +97,16 @@ void Execute(const CommandEnv& env, Session& session, const Argv& argv, std::str
 // so that their cache misses overlap. Changes nothing.
 void Prefetch(const CommandEnv& env, const Session& session, const std::deque<Argv>& requests);
 
+// Runs the leading GETs of `requests` (when there are at least two, on
+// the session's database, outside MULTI) together: one hold of the
+// database's exec lock and of the store (KvStore::GetMany), their keys'
+// cache misses overlapped, replies as Execute would append them, one by
+// one, until the replies pass `max_reply_bytes`. Returns how many requests
+// it answered (0: none; run them one by one); `outcome` covers them all
+// (they read, so they wait for what they read to be durable with
+// --kv-fsync always, as a single GET does).
+size_t ExecuteGets(const CommandEnv& env, Session& session, const std::deque<Argv>& requests,
+                   size_t max_reply_bytes, std::string* reply, Outcome* outcome);
 // Whether a request is a quick read that may run on the connection's
 // strand instead of the worker pool (as NBD runs small reads inline):
 // GET, MGET, EXISTS, STRLEN, TYPE, TTL, PTTL, PING, ECHO outside MULTI.

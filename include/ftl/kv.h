@@ -215,6 +215,15 @@ class KvStore {
   // The new value is checked as Put checks it.
   virtual absl::Status Modify(std::string_view key, ModifyFn fn, const KvWriteOptions& w = {}) = 0;
   virtual absl::StatusOr<std::string> Get(std::string_view key) = 0;
+  // Reads `keys` in order as one call: fn(i, value) for keys[i] (nullopt:
+  // absent, as for a key of a size no key can have; the view lasts until
+  // fn returns), until fn returns false. Under one hold of the store, with
+  // the misses of keys whose pages are in the buffer overlapped (a batch of
+  // GETs). `fn` runs under the store's lock: it must not call the store.
+  // An error is about the key after the last one fn was given; the keys
+  // before it were answered.
+  using GetManyFn = absl::FunctionRef<bool(size_t, std::optional<std::string_view>)>;
+  virtual absl::Status GetMany(std::span<const std::string_view> keys, GetManyFn fn);
   // Keys in [from, to) in order ("" as `to`: to the end), at most `limit`.
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(
       std::string_view from, std::string_view to, size_t limit = SIZE_MAX) = 0;

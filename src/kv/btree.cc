@@ -255,6 +255,100 @@ void BTree::Prefetch(std::span<const std::string_view> keys) {
     if (leaves[i] != nullptr && leaves[i]->page.leaf()) leaves[i]->page.PrefetchEntry(keys[i]);
 }
 
+const Frame* BTree::BufferedLeaf(std::string_view key, uint32_t* leaf_id) {
+  constexpr uint32_t kMaxDepth = 16;
+  const uint32_t height = buf_->meta().height;
+  if (height > kMaxDepth) return nullptr;
+  std::array<uint32_t, kMaxDepth> ids;
+  uint32_t id = 0;
+  for (uint32_t depth = 0; depth + 1 < height; ++depth) {
+    const Frame* f = buf_->Peek(id);
+    if (f == nullptr || f->page.leaf()) return nullptr;  // (Get's descent reports a bad tree)
+    ids[depth] = id;
+    id = f->page.ChildFor(key);
+    if (id == kNoPage) return nullptr;
+  }
+  const Frame* leaf = buf_->Peek(id);
+  if (leaf == nullptr) return nullptr;
+  for (uint32_t d = 0; d + 1 < height; ++d) buf_->Hit(ids[d]);
+  *leaf_id = id;
+  return leaf;
+}
+
+absl::Status BTree::GetMany(std::span<const std::string_view> keys, KvStore::GetManyFn fn) {
+  constexpr size_t kChunk = 64;
+  struct Found {
+    const Frame* leaf = nullptr;  // null: a key no key can be (absent)
+    uint32_t id = 0;
+    size_t slot = 0;
+    bool equal = false;
+  };
+  std::array<Found, kChunk> found;
+  size_t i = 0;
+  while (i < keys.size()) {
+    // 1: the leaves, until a key whose way down leaves the buffer; their
+    // frames' first lines towards the cache (a leaf is not read before
+    // pass 3, so the misses of the chunk's leaves overlap).
+    size_t n = 0;
+    bool alone = false;  // keys[i + n] is read by Get, after the chunk
+    for (; n < kChunk && i + n < keys.size(); ++n) {
+      const std::string_view k = keys[i + n];
+      found[n] = Found();
+      if (k.empty() || k.size() > kMaxKeyBytes) continue;
+      const Frame* leaf = BufferedLeaf(k, &found[n].id);
+      if (leaf == nullptr) {
+        alone = true;
+        break;
+      }
+      found[n].leaf = leaf;
+      for (size_t at = 0; at < std::min<size_t>(sizeof(Frame), 256); at += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(leaf) + at);
+    }
+    // 2: their search indexes. 3: the searches, and the entries found.
+    for (size_t j = 0; j < n; ++j)
+      if (found[j].leaf != nullptr) found[j].leaf->page.PrefetchIndex();
+    for (size_t j = 0; j < n; ++j) {
+      Found& f = found[j];
+      if (f.leaf == nullptr) continue;
+      if (!f.leaf->page.leaf()) {  // the tree's height is wrong: Get says how
+        n = j;
+        alone = true;
+        break;
+      }
+      buf_->Hit(f.id);
+      f.slot = f.leaf->page.LowerBound(keys[i + j], &f.equal);
+      if (f.equal) f.leaf->page.PrefetchSlot(f.slot);
+    }
+    // 4: the answers, in order.
+    for (size_t j = 0; j < n; ++j, ++i) {
+      const Found& f = found[j];
+      std::optional<std::string_view> value;
+      std::string outside;
+      if (f.leaf != nullptr && f.equal) {
+        Page::Ref r = f.leaf->page.entry(f.slot);
+        if (r.blob) {
+          absl::StatusOr<std::string> v = buf_->ReadBlob(*r.blob);
+          if (!v.ok()) return v.status();
+          outside = std::move(*v);
+          value = outside;
+        } else {
+          value = r.value;
+        }
+      }
+      if (!fn(i, value)) return absl::OkStatus();
+    }
+    if (alone) {
+      absl::StatusOr<std::optional<std::string>> v = Get(keys[i]);
+      if (!v.ok()) return v.status();
+      std::optional<std::string_view> value;
+      if (v->has_value()) value = **v;
+      if (!fn(i, value)) return absl::OkStatus();
+      ++i;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BTree::SplitIfFull(Path* path, size_t level) {
   Frame* f = path->frames[level];
   if (f->page.bytes() <= buf_->layout().geo.page_bytes) return absl::OkStatus();

@@ -37,6 +37,13 @@ class BTree {
   // so that the keys' cache misses overlap. Pins, loads and changes
   // nothing.
   void Prefetch(std::span<const std::string_view> keys);
+  // KvStore::GetMany in the tree: keys whose leaves are in the buffer
+  // (through buffered inner pages) are answered in passes over up to 64
+  // of them, as Prefetch brings them to the cache (frames, then search
+  // indexes, then the entries found), with nothing pinned: nothing loads
+  // or evicts meanwhile. A key whose way down leaves the buffer is read by
+  // Get alone (it may load and evict), and the passes resume after it.
+  absl::Status GetMany(std::span<const std::string_view> keys, KvStore::GetManyFn fn);
   // `blind`: in kPdl a put of an inline value to a leaf not in the buffer
   // is logged without reading the leaf (BufferPool::BlindChange).
   absl::Status Put(std::string_view key, std::string_view value, bool blind = false);
@@ -84,6 +91,11 @@ class BTree {
   // where it lies (kPdl) unless it needs its in-page log.
   absl::Status Locate(std::string_view key, Located* at);
   absl::Status Descend(std::string_view key, Path* path);
+  // The frame of `key`'s leaf (by the tree's height) and its id, if it
+  // and the inner pages above it are buffered, else null. The inner pages
+  // count as hits, as Get counts them; the leaf is neither read nor
+  // counted (GetMany prefetches it first). Pins nothing.
+  const Frame* BufferedLeaf(std::string_view key, uint32_t* leaf_id);
   // Delete in the leaf `path` ends at.
   absl::StatusOr<std::optional<bool>> DeleteIn(std::string_view key, Path* path);
   // Descends the inner pages to the leaf of `key`; if that leaf could take

@@ -229,6 +229,14 @@ absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
   return p.image();
 }
 
+Frame* BufferPool::Hit(uint32_t id) {
+  Frame* f = Lookup(id);
+  if (f == nullptr) return nullptr;
+  ++stats_.buffer_hits;
+  f->referenced = true;
+  return f;
+}
+
 absl::StatusOr<Frame*> BufferPool::Get(uint32_t id) {
   if (Frame* f = Lookup(id)) {
     ++stats_.buffer_hits;

@@ -123,6 +123,10 @@ class BufferPool {
   // The frame of page `id` if it is buffered, without counting a hit or
   // pinning it (cache hints only: BTree::Prefetch).
   const Frame* Peek(uint32_t id) const { return Lookup(id); }
+  // The frame of page `id` if it is buffered, counted as a hit and marked
+  // used as Get does, but not pinned: for a read that loads nothing (so
+  // evicts nothing) before it is done with it (BTree::GetMany).
+  Frame* Hit(uint32_t id);
   // kPdl reads: `key` in leaf `id` (not in the buffer) without loading the
   // page into the buffer: from its differential when that decides, else
   // from the page read and searched as it is on the media. `entry` nullopt:

@@ -97,6 +97,20 @@ absl::StatusOr<std::unique_ptr<KvStore>> KvStore::Open(Pool* pool, const std::st
   return kv::KvStoreImpl::OpenOn(v, pool, r->volume, r->is_snapshot() || opts.read_only, o);
 }
 
+absl::Status KvStore::GetMany(std::span<const std::string_view> keys, GetManyFn fn) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::optional<std::string_view> view;
+    absl::StatusOr<std::string> v;
+    if (CheckKey(keys[i]).ok()) {
+      v = Get(keys[i]);
+      if (v.ok()) view = *v;
+      else if (!absl::IsNotFound(v.status())) return v.status();
+    }
+    if (!fn(i, view)) break;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<KvStore>> KvStore::Open(Volume* volume, const KvOptions& opts) {
   KvOptions o = opts;
   if (o.max_atomic_bytes == 0) o.max_atomic_bytes = 256 << 10;
@@ -426,6 +440,14 @@ absl::StatusOr<std::string> KvStoreImpl::Get(std::string_view key) {
   if (!v->has_value()) return absl::NotFoundError("no such key");
   buf_.Trim();
   return std::move(**v);
+}
+
+absl::Status KvStoreImpl::GetMany(std::span<const std::string_view> keys, GetManyFn fn) {
+  absl::MutexLock l(&mu_);
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  absl::Status s = tree_.GetMany(keys, fn);
+  buf_.Trim();
+  return s;
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KvStoreImpl::Scan(

@@ -38,6 +38,7 @@ class KvStoreImpl : public KvStore {
   absl::Status Write(const KvWriteBatch& batch, const KvWriteOptions& w) override;
   absl::Status Modify(std::string_view key, ModifyFn fn, const KvWriteOptions& w) override;
   absl::StatusOr<std::string> Get(std::string_view key) override;
+  absl::Status GetMany(std::span<const std::string_view> keys, GetManyFn fn) override;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(std::string_view from,
                                                                        std::string_view to,
                                                                        size_t limit) override;

@@ -281,7 +281,7 @@ size_t Page::Bound(std::string_view k, bool upper, bool* equal) const {
   return b;
 }
 
-size_t Page::LowerBound(std::string_view key) const { return Bound(key, false); }
+size_t Page::LowerBound(std::string_view key, bool* equal) const { return Bound(key, false, equal); }
 
 namespace {
 
@@ -306,6 +306,8 @@ void Page::PrefetchEntry(std::string_view key) const {
   const size_t i = std::min(LowerBound(key), slots_.size() - 1);
   PrefetchBytes(arena_.data() + slots_[i].off, slots_[i].len, 2);
 }
+
+void Page::PrefetchSlot(size_t i) const { PrefetchBytes(arena_.data() + slots_[i].off, slots_[i].len, 2); }
 
 std::optional<Page::Ref> Page::Find(std::string_view key) const {
   bool equal;

@@ -80,8 +80,9 @@ class Page {
   }
   Ref entry(size_t i) const;
 
-  // Index of the first entry with key >= `key`.
-  size_t LowerBound(std::string_view key) const;
+  // Index of the first entry with key >= `key`; with `equal`, whether
+  // that entry is `key`.
+  size_t LowerBound(std::string_view key, bool* equal = nullptr) const;
   // The entry with exactly `key`, if any.
   std::optional<Ref> Find(std::string_view key) const;
   // Inner: the child whose subtree holds `key`, and its position (-1 for
@@ -92,6 +93,8 @@ class Page {
   // the entry `key` falls on.
   void PrefetchIndex() const;
   void PrefetchEntry(std::string_view key) const;
+  // The first lines of entry `i`'s bytes. REQUIRES: i < count().
+  void PrefetchSlot(size_t i) const;
 
   // Applies one change. DataLoss for an entry that does not fit the page
   // type (a corrupt log).

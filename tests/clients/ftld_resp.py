@@ -361,6 +361,25 @@ def test_pipelining_and_multi_exec(env):
     assert res[:2000] == [True] * 2000
     assert res[2000:4000] == [f"value-{i}".encode() for i in range(2000)]
     assert res[4000] == 1 and res[4001] == [b"value-1", b"value-1999", None]
+    # A run of GETs is answered together (docs/decisions.md, "A pipelined
+    # batch's GETs are answered together"): present, absent, empty and
+    # oversize keys, the name in any case, wrong arities and writes between
+    # them, each reply in its place.
+    p = r.pipeline(transaction=False)
+    p.set("g:1", "one").get("g:1").get("g:none").execute_command("GeT", "g:1").get("")
+    p.get("k" * 1025).execute_command("GET").execute_command("GET", "g:1", "x").get("g:1")
+    p.set("g:1", "two").get("g:1").get("p:5").get("p:1999")
+    res = p.execute(raise_on_error=False)
+    assert res[:6] == [True, b"one", None, b"one", None, None], res
+    assert all(isinstance(x, redis.ResponseError) and "wrong number" in str(x) for x in res[6:8]), res
+    assert res[8:] == [b"one", True, b"two", b"value-5", b"value-1999"], res
+    # ... and in a numbered database never written (read as empty).
+    r9 = client(d, redis, db=9)
+    p = r9.pipeline(transaction=False)
+    for i in range(70):
+        p.get(f"p:{i}")
+    assert p.execute() == [None] * 70
+    r9.close()
     # MULTI/EXEC: one atomic batch; reads inside see the transaction's writes.
     t = r.pipeline(transaction=True)
     t.set("acct:a", 100).set("acct:b", 0).decrby("acct:a", 30).incrby("acct:b", 30)

@@ -540,6 +540,82 @@ TEST_P(KvStoreTest, ModelRandomOpsAndReopen) {
   }
 }
 
+// GetMany answers every key as Get does, in order: present and absent
+// keys, keys no key can be, repeats, values kept outside pages, leaves in
+// the buffer and not (a small buffer, so its reads load and evict between
+// the keys it answers from the buffer); it stops when told, reports what
+// went wrong past what it answered, and counts the buffer's hits as Get.
+TEST_P(KvStoreTest, GetManyAnswersAsGetDoes) {
+  MemVolume vol(1 << 18);
+  ASSERT_OK(KvStore::Format(&vol));
+  KvOptions o;
+  o.mode = GetParam();
+  o.buffer_pages = 24;
+  o.max_atomic_bytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 3000; ++i) {
+    size_t len = i % 97 == 0 ? 5000 + rng() % 4000 : rng() % 120;
+    ASSERT_OK(s->Put(Key(i * 2), std::string(len, char('a' + i % 26))));
+  }
+  for (int i = 0; i < 3000; i += 11) ASSERT_OK(s->Delete(Key(i * 2)));
+  auto check = [&](const std::vector<std::string>& owned, size_t stop_after) {
+    std::vector<std::string_view> keys(owned.begin(), owned.end());
+    std::vector<std::optional<std::string>> got;
+    ASSERT_OK(s->GetMany(keys, [&](size_t i, std::optional<std::string_view> v) {
+      EXPECT_EQ(i, got.size());
+      got.push_back(v ? std::optional<std::string>(std::string(*v)) : std::nullopt);
+      return got.size() < stop_after;
+    }));
+    ASSERT_EQ(got.size(), std::min(keys.size(), stop_after));
+    for (size_t i = 0; i < got.size(); ++i) {
+      absl::StatusOr<std::string> want = s->Get(keys[i]);
+      if (want.ok()) {
+        EXPECT_EQ(got[i], *want) << i;
+      } else {
+        EXPECT_FALSE(got[i].has_value()) << i << " " << want.status();
+      }
+    }
+  };
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::string> owned;
+    size_t n = 1 + rng() % 150;
+    for (size_t j = 0; j < n; ++j) {
+      int r = int(rng() % 40);
+      if (r == 0) owned.push_back("");
+      else if (r == 1) owned.push_back(std::string(kMaxKeyBytes + 1, 'k'));
+      else if (r == 2 && !owned.empty()) owned.push_back(owned.back());
+      else owned.push_back(Key(int(rng() % 6100) - 50));
+    }
+    check(owned, round % 5 == 0 ? 1 + rng() % n : SIZE_MAX);
+  }
+  ASSERT_OK(s->Close());
+  // With every page in the buffer: the same hits as the Gets, no miss.
+  o.buffer_pages = 4096;
+  ASSERT_OK_AND_ASSIGN(s, KvStore::Open(&vol, o));
+  std::vector<std::string> owned;
+  for (int i = 0; i < 200; ++i) owned.push_back(Key(int(rng() % 6000)));
+  std::vector<std::string_view> keys(owned.begin(), owned.end());
+  for (int i = 0; i < 6000; i += 2) (void)s->Get(Key(i));
+  KvStats a = s->Stats();
+  for (auto k : keys) (void)s->Get(k);
+  KvStats b = s->Stats();
+  size_t answered = 0;
+  ASSERT_OK(s->GetMany(keys, [&](size_t, std::optional<std::string_view>) { return ++answered, true; }));
+  KvStats c = s->Stats();
+  EXPECT_EQ(answered, keys.size());
+  EXPECT_EQ(b.buffer_misses, a.buffer_misses);
+  EXPECT_EQ(c.buffer_misses, b.buffer_misses);
+  EXPECT_GT(b.buffer_hits, a.buffer_hits);
+  EXPECT_EQ(c.buffer_hits - b.buffer_hits, b.buffer_hits - a.buffer_hits);
+  EXPECT_EQ(c.page_reads, b.page_reads);
+  ASSERT_OK(s->Close());
+  // A closed store says so.
+  std::vector<std::string_view> one = {"a", "b"};
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      s->GetMany(one, [](size_t, std::optional<std::string_view>) { return true; })));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, KvStoreTest,
                          ::testing::Values(KvMode::kIpl, KvMode::kIplMerge, KvMode::kInPlace,
                                            KvMode::kPdl));
