@@ -260,11 +260,10 @@ size_t Page::Bound(std::string_view k, bool upper, bool* equal) const {
   size_t below = 0;
   for (size_t i = b; i < e; ++i) below += of[i] < h;
   b += below;
-  const size_t same_end = [&] {
-    size_t i = b;
-    while (i < n && of[i] == h) ++i;
-    return i;
-  }();
+  // The end of the run of heads equal to h: a binary search (the run can
+  // be long: in a page whose keys span namespaces, the shared prefix is
+  // short and every key of a namespace has the same head).
+  const size_t same_end = size_t(std::upper_bound(of + b, of + n, h) - of);
   e = same_end;
   if (k.size() > p + 8) return search(b, e);
   // `k` ends within its head, so among keys with the same prefix and
