@@ -205,14 +205,33 @@ uint64_t DiffLog::pending_blocks() const {
 void DiffLog::PlanFlush(FlushPart* p) {
   if (!enabled()) return;
   p->from = unplanned_;
-  for (auto it = full_.lower_bound(unplanned_); it != full_.end(); ++it) {
-    p->blocks.emplace_back(layout_.DiffLba(it->first), it->second);
+  const bool head = head_dirty_ && head_used_ > 0;
+  if (head) PutDiffBlockHeader(head_, head_seq_, head_used_);
+  // The full blocks from unplanned_ on, then the head: consecutive log
+  // positions, so consecutive blocks but where the ring wraps.
+  auto first = full_.lower_bound(unplanned_);
+  const size_t n = size_t(std::distance(first, full_.end())) + (head ? 1 : 0);
+  uint64_t run_start = 0;
+  size_t run_blocks = 0;
+  auto add = [&](uint64_t seq, const std::vector<std::byte>& block) {
+    const bool joins = run_blocks > 0 && seq == run_start + run_blocks &&
+                       layout_.DiffLba(seq) == layout_.DiffLba(run_start) + run_blocks;
+    if (!joins) {
+      run_start = seq;
+      run_blocks = 0;
+      p->blocks.emplace_back(layout_.DiffLba(seq), std::vector<std::byte>());
+      // (At most the rest of the ring before it wraps.)
+      const uint64_t to_wrap = layout_.dlog_blocks - seq % layout_.dlog_blocks;
+      p->blocks.back().second.reserve(size_t(std::min<uint64_t>(n - p->log_blocks, to_wrap)) * kBlock);
+    }
+    std::vector<std::byte>& run = p->blocks.back().second;
+    run.insert(run.end(), block.begin(), block.end());
+    ++run_blocks;
     ++p->log_blocks;
-  }
-  if (head_dirty_ && head_used_ > 0) {
-    PutDiffBlockHeader(head_, head_seq_, head_used_);
-    p->blocks.emplace_back(layout_.DiffLba(head_seq_), head_);
-    ++p->log_blocks;
+  };
+  for (auto it = first; it != full_.end(); ++it) add(it->first, it->second);
+  if (head) {
+    add(head_seq_, head_);
     p->head_written = true;
   }
   head_dirty_ = false;

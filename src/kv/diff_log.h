@@ -45,7 +45,9 @@ class DiffLog {
   };
   // The differential log's part of a flush.
   struct FlushPart {
-    std::vector<std::pair<uint32_t, std::vector<std::byte>>> blocks;  // lba, 4 KiB each
+    // lba, whole blocks: each run of consecutive log blocks in one buffer
+    // (a flush writes it as one piece, not copied again to join blocks).
+    std::vector<std::pair<uint32_t, std::vector<std::byte>>> blocks;
     uint64_t from = 0;          // first full block this plan writes
     uint64_t head_at_plan = 0;  // blocks before it were written full
     bool head_written = false;
