@@ -208,27 +208,6 @@ void BufferPool::WriteArea(uint32_t id, size_t area_off, std::span<const std::by
   });
 }
 
-absl::StatusOr<PageImage> BufferPool::ReadUnbuffered(uint32_t id) {
-  std::vector<std::byte> buf(layout_.geo.page_bytes);
-  if (absl::Status s = volume_->Read(uint64_t(layout_.PageLba(id)) * kBlock, buf); !s.ok()) return s;
-  ++stats_.page_reads;
-  absl::StatusOr<PageImage> img = DecodePage(buf);
-  if (!img.ok())
-    return absl::DataLossError(absl::StrFormat("page %d: %s", id, img.status().message()));
-  if (img->type == PageType::kNone)
-    return absl::DataLossError(absl::StrFormat("page %d was never written", id));
-  Page p(*img);
-  if (p.has_log()) {
-    absl::StatusOr<LogArea> log = ReadLogOnce(id);
-    if (!log.ok()) return log.status();
-    if (log->epoch == p.epoch())
-      for (LogEntry& e : log->entries)
-        if (absl::Status s = p.Apply(std::move(e)); !s.ok()) return s;
-  }
-  if (absl::Status s = ApplyDiff(id, &p, nullptr); !s.ok()) return s;
-  return p.image();
-}
-
 Frame* BufferPool::Hit(uint32_t id) {
   Frame* f = Lookup(id);
   if (f == nullptr) return nullptr;

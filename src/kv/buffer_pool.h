@@ -158,10 +158,6 @@ class BufferPool {
   absl::StatusOr<std::string> ReadBlob(const BlobRef& r);
   void FreeBlob(const BlobRef& r) { freed_blobs_.push_back(r); }
 
-  // Reads a page and its log from the media without buffering it
-  // (merges of pages not in the buffer).
-  absl::StatusOr<PageImage> ReadUnbuffered(uint32_t id);
-
   // Blocks a flush would write now.
   uint64_t Footprint() const;
   bool dirty() const;

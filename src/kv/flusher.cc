@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <set>
 
 #include "absl/strings/str_format.h"
@@ -64,17 +63,28 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
   std::set<uint32_t> merged;  // units rewritten whole
   if (b.mode() == KvMode::kIplMerge)
     for (uint32_t id : b.rewrite_ids()) merged.insert(l.UnitOf(id));
-  // Pages of merged units that are not in the buffer: read first, so that
-  // a failed read leaves nothing in flight.
-  std::map<uint32_t, PageImage> unbuffered;
+  // Every page of the merged units, pinned until it flies (so that loading
+  // one does not evict another); those not in the buffer are loaded into
+  // it first (so that a failed read leaves nothing in flight). They stay
+  // in the buffer while the write is in flight: a page written from a copy
+  // outside it could be loaded from the media, older than the write, by an
+  // operation meanwhile (a synced flush is written without the store
+  // lock), and its next change logged against the old epoch would be lost
+  // (docs/kv.md, "Flushes").
+  std::vector<Frame*> loaded;
+  auto unpin_loaded = [&] {
+    for (Frame* f : loaded) b.Unpin(f);
+  };
   for (uint32_t unit : merged) {
     uint32_t first = unit * l.geo.pages_per_unit;
     uint32_t end = std::min(first + l.geo.pages_per_unit, b.meta().next_page);
     for (uint32_t id = first; id < end; ++id) {
-      if (b.frames().count(id)) continue;
-      absl::StatusOr<PageImage> img = b.ReadUnbuffered(id);
-      if (!img.ok()) return img.status();
-      unbuffered.emplace(id, std::move(*img));
+      absl::StatusOr<Frame*> f = b.Get(id);
+      if (!f.ok()) {
+        unpin_loaded();
+        return f.status();
+      }
+      loaded.push_back(*f);
     }
   }
   for (uint32_t unit : merged) {
@@ -82,29 +92,17 @@ absl::StatusOr<FlushPlan> Flusher::Plan(uint64_t op_seq) {
     uint32_t first = unit * l.geo.pages_per_unit;
     uint32_t end = std::min(first + l.geo.pages_per_unit, b.meta().next_page);
     for (uint32_t id = first; id < end; ++id) {
-      auto it = b.frames().find(id);
-      if (it != b.frames().end()) {
-        Frame* f = it->second.get();
-        if (!f->rewrite) {  // rewritten with its unit: a new epoch empties its log
-          f->page.set_epoch(f->page.epoch() + 1);
-          f->log_used = 0;
-          f->rewrite = true;
-        }
-        encode(f);
-        fly(f);
-        continue;
+      Frame* f = b.frames().at(id).get();  // (pinned above)
+      if (!f->rewrite) {  // rewritten with its unit: a new epoch empties its log
+        f->page.set_epoch(f->page.epoch() + 1);
+        f->log_used = 0;
+        f->rewrite = true;
       }
-      PageImage& img = unbuffered.at(id);
-      ++img.epoch;
-      img.has_log = true;
-      FlushPlan::Piece piece;
-      piece.lba = l.PageLba(id);
-      piece.bytes.resize(l.geo.page_bytes);
-      EncodePage(img, piece.bytes);
-      p.pieces.push_back(std::move(piece));
-      ++p.add.page_writes;
+      encode(f);
+      fly(f);
     }
   }
+  unpin_loaded();
   for (uint32_t id : b.rewrite_ids()) {
     if (merged.count(l.UnitOf(id))) continue;
     Frame* f = b.frames().at(id).get();
