@@ -438,7 +438,26 @@ TEST(KvFormat, MalformedPagesAreDataLossForEveryReader) {
   EXPECT_EQ(p.count(), 30u);
 }
 
-class KvStoreTest : public ::testing::TestWithParam<KvMode> {};
+// Formats `vol` as a dataset and returns the layout its header records.
+absl::StatusOr<kv::Layout> FormatAndReadLayout(MemVolume* vol) {
+  if (absl::Status st = KvStore::Format(vol); !st.ok()) return st;
+  std::vector<std::byte> header(4096);
+  if (absl::Status st = vol->Read(0, header); !st.ok()) return st;
+  return kv::DecodeHeader(header);
+}
+
+class KvStoreTest : public ::testing::TestWithParam<KvMode> {
+ protected:
+  // The mode under test, a buffer of `pages`, and flushes of up to 1 MiB
+  // in one atomic write (a store on a bare volume has no scratch area).
+  KvOptions Options(uint32_t pages) const {
+    KvOptions o;
+    o.mode = GetParam();
+    o.buffer_pages = pages;
+    o.max_atomic_bytes = 1 << 20;
+    return o;
+  }
+};
 
 TEST_P(KvStoreTest, ModelRandomOpsAndReopen) {
   MemVolume vol(1 << 18);
@@ -550,10 +569,7 @@ TEST_P(KvStoreTest, ModelRandomOpsAndReopen) {
 TEST_P(KvStoreTest, GetManyAnswersAsGetDoes) {
   MemVolume vol(1 << 18);
   ASSERT_OK(KvStore::Format(&vol));
-  KvOptions o;
-  o.mode = GetParam();
-  o.buffer_pages = 24;
-  o.max_atomic_bytes = 1 << 20;
+  KvOptions o = Options(24);
   ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
   std::mt19937_64 rng(7);
   for (int i = 0; i < 3000; ++i) {
@@ -1004,10 +1020,7 @@ TEST(KvPdl, PrefetchChangesNothing) {
 // is freed when the page is merged.
 TEST(KvPdl, ValuesReplacedUnreadAreFreedAtTheMerge) {
   MemVolume vol(1 << 18);
-  ASSERT_OK(KvStore::Format(&vol));
-  std::vector<std::byte> header(4096);
-  ASSERT_OK(vol.Read(0, header));
-  ASSERT_OK_AND_ASSIGN(kv::Layout l, kv::DecodeHeader(header));
+  ASSERT_OK_AND_ASSIGN(kv::Layout l, FormatAndReadLayout(&vol));
   auto blob_blocks = [&] { return vol.mapped_in(l.blob_base, l.blob_base + l.blob_blocks); };
   KvOptions o;
   o.buffer_pages = 16;
@@ -1076,11 +1089,8 @@ TEST(KvPdl, LogCleaningKeepsTheReplayShort) {
 TEST_P(KvStoreTest, ConcurrentWritersAndFlushesKeepEveryWrite) {
   MemVolume vol(1 << 18);
   ASSERT_OK(KvStore::Format(&vol));
-  KvOptions o;
-  o.mode = GetParam();
-  o.buffer_pages = 32;
+  KvOptions o = Options(32);
   o.diff_budget_bytes = 64 << 10;
-  o.max_atomic_bytes = 1 << 20;
   constexpr int kThreads = 3, kPuts = 4000;
   std::vector<std::map<std::string, std::string>> models(kThreads);
   uint64_t flushes = 0;
@@ -1121,10 +1131,7 @@ TEST_P(KvStoreTest, ConcurrentWritersAndFlushesKeepEveryWrite) {
 // reopen (whose replay reads the live ring) every key reads back.
 TEST(KvPdl, FlushesAcrossTheRingsEndReadBack) {
   MemVolume vol(1 << 13);
-  ASSERT_OK(KvStore::Format(&vol));
-  std::vector<std::byte> header(4096);
-  ASSERT_OK(vol.Read(0, header));
-  ASSERT_OK_AND_ASSIGN(kv::Layout l, kv::DecodeHeader(header));
+  ASSERT_OK_AND_ASSIGN(kv::Layout l, FormatAndReadLayout(&vol));
   ASSERT_TRUE(l.has_diff_log());
   ASSERT_LT(l.dlog_blocks, 2000u);
   KvOptions o;
