@@ -220,31 +220,28 @@ absl::StatusOr<std::optional<bool>> BTree::DeleteIn(std::string_view key, Path* 
   return std::optional<bool>(true);
 }
 
+namespace {
+
+// A frame's first four lines: the members a search and Get read.
+void PrefetchFrame(const Frame* f) {
+  for (size_t at = 0; at < std::min<size_t>(sizeof(Frame), 256); at += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(f) + at);
+}
+
+}  // namespace
+
 void BTree::Prefetch(std::span<const std::string_view> keys) {
   constexpr size_t kMaxKeys = 64;
-  const uint32_t height = buf_->meta().height;
-  if (height < 2) return;
+  if (buf_->meta().height < 2) return;
   std::array<const Frame*, kMaxKeys> leaves{};
   const size_t n = std::min(keys.size(), kMaxKeys);
   // 1: each key's leaf through the buffered inner pages (which stay in the
   // cache: few and often used); the leaf's frame is only prefetched.
   for (size_t i = 0; i < n; ++i) {
-    uint32_t id = 0;
-    for (uint32_t depth = 0; depth + 1 < height && id != kNoPage; ++depth) {
-      const Frame* f = buf_->Peek(id);
-      if (f == nullptr || f->page.leaf()) {
-        id = kNoPage;
-        break;
-      }
-      id = f->page.ChildFor(keys[i]);
-    }
-    const Frame* leaf = id == kNoPage ? nullptr : buf_->Peek(id);
+    uint32_t id = kNoPage;
+    const Frame* leaf = BufferedLeaf(keys[i], &id, /*count_hits=*/false);
     if (id != kNoPage) buf_->diffs().Prefetch(id);
-    if (leaf != nullptr) {
-      // Its first four lines: the members a search and Get read.
-      for (size_t at = 0; at < std::min<size_t>(sizeof(Frame), 256); at += 64)
-        __builtin_prefetch(reinterpret_cast<const char*>(leaf) + at);
-    }
+    if (leaf != nullptr) PrefetchFrame(leaf);
     leaves[i] = leaf;
   }
   // 2: their search indexes and slots.
@@ -255,8 +252,9 @@ void BTree::Prefetch(std::span<const std::string_view> keys) {
     if (leaves[i] != nullptr && leaves[i]->page.leaf()) leaves[i]->page.PrefetchEntry(keys[i]);
 }
 
-const Frame* BTree::BufferedLeaf(std::string_view key, uint32_t* leaf_id) {
+const Frame* BTree::BufferedLeaf(std::string_view key, uint32_t* leaf_id, bool count_hits) {
   constexpr uint32_t kMaxDepth = 16;
+  *leaf_id = kNoPage;
   const uint32_t height = buf_->meta().height;
   if (height > kMaxDepth) return nullptr;
   std::array<uint32_t, kMaxDepth> ids;
@@ -268,10 +266,11 @@ const Frame* BTree::BufferedLeaf(std::string_view key, uint32_t* leaf_id) {
     id = f->page.ChildFor(key);
     if (id == kNoPage) return nullptr;
   }
+  *leaf_id = id;
   const Frame* leaf = buf_->Peek(id);
   if (leaf == nullptr) return nullptr;
-  for (uint32_t d = 0; d + 1 < height; ++d) buf_->Hit(ids[d]);
-  *leaf_id = id;
+  if (count_hits)
+    for (uint32_t d = 0; d + 1 < height; ++d) buf_->Hit(ids[d]);
   return leaf;
 }
 
@@ -295,14 +294,13 @@ absl::Status BTree::GetMany(std::span<const std::string_view> keys, KvStore::Get
       const std::string_view k = keys[i + n];
       found[n] = Found();
       if (k.empty() || k.size() > kMaxKeyBytes) continue;
-      const Frame* leaf = BufferedLeaf(k, &found[n].id);
+      const Frame* leaf = BufferedLeaf(k, &found[n].id, /*count_hits=*/true);
       if (leaf == nullptr) {
         alone = true;
         break;
       }
       found[n].leaf = leaf;
-      for (size_t at = 0; at < std::min<size_t>(sizeof(Frame), 256); at += 64)
-        __builtin_prefetch(reinterpret_cast<const char*>(leaf) + at);
+      PrefetchFrame(leaf);
     }
     // 2: their search indexes. 3: the searches, and the entries found.
     for (size_t j = 0; j < n; ++j)

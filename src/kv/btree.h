@@ -91,11 +91,13 @@ class BTree {
   // where it lies (kPdl) unless it needs its in-page log.
   absl::Status Locate(std::string_view key, Located* at);
   absl::Status Descend(std::string_view key, Path* path);
-  // The frame of `key`'s leaf (by the tree's height) and its id, if it
-  // and the inner pages above it are buffered, else null. The inner pages
-  // count as hits, as Get counts them; the leaf is neither read nor
-  // counted (GetMany prefetches it first). Pins nothing.
-  const Frame* BufferedLeaf(std::string_view key, uint32_t* leaf_id);
+  // The frame of `key`'s leaf (by the tree's height), if it and the inner
+  // pages above it are buffered, else null; `*leaf_id` is the leaf's id
+  // whenever the inner pages are buffered (else kNoPage). With
+  // `count_hits` the inner pages count as hits, as Get counts them
+  // (GetMany; Prefetch counts nothing); the leaf is neither read nor
+  // counted (callers prefetch it first). Pins nothing.
+  const Frame* BufferedLeaf(std::string_view key, uint32_t* leaf_id, bool count_hits);
   // Delete in the leaf `path` ends at.
   absl::StatusOr<std::optional<bool>> DeleteIn(std::string_view key, Path* path);
   // Descends the inner pages to the leaf of `key`; if that leaf could take

@@ -121,7 +121,7 @@ class BufferPool {
   void BlindChange(uint32_t id, std::string_view key, std::optional<std::string_view> value);
   bool Buffered(uint32_t id) const { return Lookup(id) != nullptr; }
   // The frame of page `id` if it is buffered, without counting a hit or
-  // pinning it (cache hints only: BTree::Prefetch).
+  // pinning it (cache hints, and the descents of BTree::BufferedLeaf).
   const Frame* Peek(uint32_t id) const { return Lookup(id); }
   // The frame of page `id` if it is buffered, counted as a hit and marked
   // used as Get does, but not pinned: for a read that loads nothing (so
