@@ -67,6 +67,7 @@ KvOptions KvStoreOptions(const DaemonOptions& o) {
   KvOptions k;
   k.buffer_pages = o.kv_buffer_pages;
   k.mode = ParseKvMode(o.kv_mode).value_or(KvMode::kPdl);
+  k.background_flush = true;  // unsynced writes (--kv-fsync everysec) do not wait for their flushes
   k.diff_budget_bytes = uint64_t(o.kv_diff_mib) << 20;
   k.read_only = o.read_only;
   return k;

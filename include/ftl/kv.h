@@ -95,6 +95,12 @@ struct KvOptions {
   // merged into their pages (docs/kv.md, "Differential logging"). Every
   // mode holds the differentials a dataset was left with at open.
   uint64_t diff_budget_bytes = 32ull << 20;
+  // Unsynced writes that fill the buffer hand its flush to a thread of the
+  // store's own (planned by the writer, written and completed there; at
+  // most one such flush in flight) instead of writing it on the writer's
+  // thread (docs/kv.md, "Flushes"). What a crash may lose is unchanged:
+  // unsynced writes until the next synced one or Flush.
+  bool background_flush = false;
 };
 
 struct KvWriteOptions {

@@ -170,8 +170,12 @@ absl::StatusOr<std::unique_ptr<KvStore>> KvStoreImpl::OpenOn(Volume* volume, Poo
     *l = up;
   }
   std::unique_ptr<KvStoreImpl> s(new KvStoreImpl(volume, pool, name, *l, read_only, opts));
-  absl::MutexLock lock(&s->mu_);
-  if (absl::Status st = s->Start(); !st.ok()) return st;
+  {
+    absl::MutexLock lock(&s->mu_);
+    if (absl::Status st = s->Start(); !st.ok()) return st;
+  }
+  if (opts.background_flush && !read_only)
+    s->bg_thread_ = std::thread([p = s.get()] { p->BackgroundFlushes(); });
   return std::unique_ptr<KvStore>(std::move(s));
 }
 
@@ -190,12 +194,59 @@ absl::Status KvStoreImpl::Start() {
 KvStoreImpl::~KvStoreImpl() { (void)Close(); }
 
 absl::Status KvStoreImpl::FlushLocked(bool frees) {
+  // After the background flight: its completion must not wait for this
+  // write's (both need mu_; this one holds it).
+  AwaitBackgroundLocked();
   absl::StatusOr<FlushPlan> p = flusher_.Plan(op_seq_);
   if (!p.ok()) return p.status();
   absl::Status s = flusher_.Write(*p, false, frees);
   flusher_.Complete(*p, s);
   NoteFlush(s);
   return s;
+}
+
+void KvStoreImpl::AwaitBackgroundLocked() {
+  mu_.Await(absl::Condition(+[](bool* busy) { return !*busy; }, &bg_busy_));
+}
+
+void KvStoreImpl::FlushFullLocked(bool frees) {
+  if (bg_thread_.joinable() && !frees && !full_) {
+    // One flight at a time; while it flies, the buffer may gather up to
+    // seven eighths of an atomic write before this writer waits for it
+    // (a plan above the atomic size would take the slower scratch path).
+    if (bg_busy_) {
+      if (buf_.Footprint() <= flusher_.max_atomic_blocks() * 7 / 8) return;
+      AwaitBackgroundLocked();
+      if (buf_.Footprint() <= dirty_limit_ && !buf_.over_capacity()) return;
+    }
+    absl::StatusOr<FlushPlan> p = flusher_.Plan(op_seq_);
+    if (!p.ok()) return;  // as an inline flush's error: the next change tries again
+    bg_plan_ = std::move(*p);
+    bg_busy_ = true;
+    return;
+  }
+  // An error here is no error of the caller's change (it is applied; the
+  // next flush tries again).
+  if (absl::Status s = FlushLocked(); !s.ok() && frees && absl::IsResourceExhausted(s))
+    (void)FlushLocked(true);
+}
+
+void KvStoreImpl::BackgroundFlushes() {
+  absl::MutexLock l(&mu_);
+  for (;;) {
+    mu_.Await(absl::Condition(
+        +[](KvStoreImpl* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->bg_plan_.has_value() || s->bg_stop_; },
+        this));
+    if (!bg_plan_) return;  // stopped, nothing in flight
+    FlushPlan p = std::move(*bg_plan_);
+    bg_plan_.reset();
+    mu_.Unlock();
+    absl::Status s = flusher_.Write(p, /*sync=*/false);
+    mu_.Lock();
+    flusher_.Complete(p, s);
+    NoteFlush(s);
+    bg_busy_ = false;
+  }
 }
 
 void KvStoreImpl::NoteFlush(const absl::Status& s) {
@@ -211,6 +262,10 @@ absl::Status KvStoreImpl::SyncTo(uint64_t seq, bool frees) {
     absl::StatusOr<FlushPlan> p;
     {
       absl::MutexLock l(&mu_);
+      if (durable_seq_ >= seq) return absl::OkStatus();
+      // After a background flight: a failed one is marked for rewriting
+      // before this plan is made (else this plan is refused for it).
+      AwaitBackgroundLocked();
       if (durable_seq_ >= seq) return absl::OkStatus();
       p = flusher_.Plan(op_seq_);
       if (!p.ok()) return p.status();
@@ -317,13 +372,8 @@ uint64_t KvStoreImpl::AppliedLocked(bool sync, bool frees) {
   // leaves them as they are: the operation is applied, the next one tries
   // again, and a page that cannot be read fails its own readers).
   (void)buf_.MaintainDiffs(diff_budget_);
-  if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) {
-    // The buffer is full of dirty pages: write them (not synced). An
-    // error here is no error of this call (it is applied; the next flush
-    // tries again), except that a synced caller learns of it.
-    if (absl::Status s = FlushLocked(); !s.ok() && frees && absl::IsResourceExhausted(s))
-      (void)FlushLocked(true);
-  }
+  // The buffer is full of dirty pages: write them (not synced).
+  if (!sync && (buf_.over_capacity() || buf_.Footprint() > dirty_limit_)) FlushFullLocked(frees);
   if (sync) ++synced_writes_;
   return op_seq_;
 }
@@ -521,8 +571,12 @@ absl::Status KvStoreImpl::Flush() {
 
 absl::Status KvStoreImpl::Close() {
   absl::Status s = Flush();
-  absl::MutexLock l(&mu_);
-  closed_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    closed_ = true;
+    bg_stop_ = true;
+  }
+  if (bg_thread_.joinable()) bg_thread_.join();
   return s;
 }
 

@@ -10,9 +10,16 @@
 // under mu_; a synced caller then waits for a flush that covers it: the
 // first waiter plans one flush for every operation applied so far and
 // writes it without mu_, so callers arriving meanwhile share the next one.
+// With KvOptions::background_flush, an unsynced write that fills the
+// buffer plans its flush under mu_ and hands it to bg_thread_, which
+// writes it without locks and completes it under mu_ (one such flight at
+// a time; flights of any kind are written in plan order by the Flusher's
+// tickets).
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "ftl/kv.h"
@@ -71,6 +78,15 @@ class KvStoreImpl : public KvStore {
   // `frees`: written as a space-freeing write (a flush of deletes on a
   // full pool, docs/kv.md "Errors").
   absl::Status FlushLocked(bool frees = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The buffer is over its dirty limit after an unsynced change: plans a
+  // flush for bg_thread_ (or waits for the one in flight if the buffer
+  // has outgrown what one atomic write takes); without a background
+  // thread, or on a full pool, flushes inline.
+  void FlushFullLocked(bool frees) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (releasing mu_) until no background flush is in flight.
+  void AwaitBackgroundLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // bg_thread_: writes and completes the plans handed to it until closed.
+  void BackgroundFlushes();
   absl::Status SyncTo(uint64_t seq, bool frees = false);
   // Open: replays the differential log, reads the root, and in a writable
   // store of another mode than kPdl merges what the log held.
@@ -97,6 +113,12 @@ class KvStoreImpl : public KvStore {
   // until what waits in the buffer can be written.
   bool full_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t synced_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Background flushes (KvOptions::background_flush): the plan handed
+  // over, whether one is planned and not yet completed, and the stop flag.
+  std::optional<FlushPlan> bg_plan_ ABSL_GUARDED_BY(mu_);
+  bool bg_busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool bg_stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread bg_thread_;  // started by OpenOn, joined by Close
 };
 
 }  // namespace ftl::kv

@@ -133,6 +133,9 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     ko.mode = kTurns[it % 6];
     // Small differential budgets: merges and log cleaning happen often.
     ko.diff_budget_bytes = (4u << 10) << (rng() % 6);
+    // Every other round of the six modes hands unsynced flushes to the
+    // store's thread (as the daemon does).
+    ko.background_flush = (it / 6) % 2 == 1;
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvStore> store, KvStore::Open(pool.get(), "kv", ko));
     Log log;
     std::atomic<bool> stop{false};
