@@ -232,12 +232,12 @@ void KvStoreImpl::FlushFullLocked(bool frees) {
 }
 
 void KvStoreImpl::BackgroundFlushes() {
-  absl::MutexLock l(&mu_);
+  mu_.Lock();
   for (;;) {
     mu_.Await(absl::Condition(
         +[](KvStoreImpl* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->bg_plan_.has_value() || s->bg_stop_; },
         this));
-    if (!bg_plan_) return;  // stopped, nothing in flight
+    if (!bg_plan_) break;  // stopped, nothing in flight
     FlushPlan p = std::move(*bg_plan_);
     bg_plan_.reset();
     mu_.Unlock();
@@ -247,6 +247,7 @@ void KvStoreImpl::BackgroundFlushes() {
     NoteFlush(s);
     bg_busy_ = false;
   }
+  mu_.Unlock();
 }
 
 void KvStoreImpl::NoteFlush(const absl::Status& s) {
