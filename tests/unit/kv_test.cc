@@ -1125,7 +1125,7 @@ void KvStoreTest::ConcurrentWritersAndFlushes(bool background) {
     flushes = s->Stats().flushes;
     ASSERT_OK(s->Close());
   }
-  EXPECT_GT(flushes, background ? 8u : 20u);  // background flights gather more
+  EXPECT_GT(flushes, background ? 8u : 12u);  // Flush() alone makes 8; background flights gather more
   ASSERT_OK_AND_ASSIGN(auto s, KvStore::Open(&vol, o));
   for (const auto& m : models) {
     for (const auto& [k, v] : m) {
