@@ -14,7 +14,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -104,7 +103,7 @@ struct Call {
 using Handler = void (*)(Call&);
 
 struct Spec {
-  const char* name;
+  std::string_view name;
   int arity;  // > 0: exactly; < 0: at least -arity (the name counts)
   uint32_t flags;
   int first_key, last_key, step;
@@ -684,7 +683,7 @@ void FlushDb(Call& c) {
   Ok(c);
 }
 
-const Spec kSpecs[] = {
+constexpr Spec kSpecs[] = {
     // name, arity, flags, first key, last key, step
     {"append", 3, kWrite | kQuick, 1, 1, 1, Append},
     {"auth", -2, kNoDb, 0, 0, 0, Auth},
@@ -725,19 +724,27 @@ const Spec kSpecs[] = {
     {"watch", -2, kNoDb | kTxnControl, 1, -1, 1, Watch},
 };
 
-const std::unordered_map<std::string, const Spec*>& Table() {
-  static const auto* table = [] {
-    auto* t = new std::unordered_map<std::string, const Spec*>;
-    for (const Spec& s : kSpecs) (*t)[s.name] = &s;
-    return t;
-  }();
-  return *table;
+// kSpecs is in name order: Find searches it by halves.
+constexpr bool SpecsSorted() {
+  for (size_t i = 1; i < std::size(kSpecs); ++i) {
+    if (!(kSpecs[i - 1].name < kSpecs[i].name)) return false;
+  }
+  return true;
 }
+static_assert(SpecsSorted(), "kSpecs must be in name order");
 
+// The command named `name` in any case, or null. Lowers the name into a
+// buffer on the stack: run once or twice per request, it allocates nothing.
 const Spec* Find(std::string_view name) {
-  std::string lower = Lower(name);
-  auto it = Table().find(lower);
-  return it == Table().end() ? nullptr : it->second;
+  constexpr size_t kLongestName = 16;
+  if (name.empty() || name.size() > kLongestName) return nullptr;
+  char buf[kLongestName];
+  for (size_t i = 0; i < name.size(); ++i) buf[i] = absl::ascii_tolower(static_cast<unsigned char>(name[i]));
+  const std::string_view lower(buf, name.size());
+  const Spec* end = std::end(kSpecs);
+  const Spec* it = std::lower_bound(std::begin(kSpecs), end, lower,
+                                    [](const Spec& s, std::string_view n) { return s.name < n; });
+  return it != end && it->name == lower ? it : nullptr;
 }
 
 // One command's entry of COMMAND and COMMAND INFO: the six fields of
@@ -1062,6 +1069,83 @@ size_t ExecuteGets(const CommandEnv& env, Session& session, const std::deque<Arg
   return done;
 }
 
+size_t ExecuteCounters(const CommandEnv& env, Session& session, const std::deque<Argv>& requests,
+                       std::string* reply, Outcome* outcome) {
+  if (!session.db || session.in_multi || session.db->read_only() || env.read_only) return 0;
+  constexpr size_t kMaxKeys = 64;
+  std::array<std::string_view, kMaxKeys> keys;  // (no allocation per batch)
+  std::array<int64_t, kMaxKeys> deltas;
+  size_t n = 0;
+  for (const Argv& argv : requests) {
+    if (n == kMaxKeys || argv.size() < 2 || argv.size() > 3) break;
+    const Spec* spec = Find(argv[0]);
+    if (spec == nullptr || argv.size() != size_t(spec->arity)) break;
+    int64_t d = 0;
+    if (spec->fn == &Incr) {
+      d = 1;
+    } else if (spec->fn == &Decr) {
+      d = -1;
+    } else if (spec->fn == &IncrByCmd || spec->fn == &DecrByCmd) {
+      // A bad increment is left to the request's own run (its error).
+      if (!ParseInt64(argv[2], &d) || d == std::numeric_limits<int64_t>::min()) break;
+      if (spec->fn == &DecrByCmd) d = -d;
+    } else {
+      break;
+    }
+    if (argv[1].empty() || argv[1].size() > kMaxKeyBytes) break;
+    keys[n] = argv[1];
+    deltas[n++] = d;
+  }
+  if (n < 2) return 0;
+  // Room for every reply first (an integer reply is at most 23 bytes, and
+  // the out-of-memory error below), so no reply to an applied request fails
+  // to be appended.
+  reply->reserve(reply->size() + n * 24 + 64);
+  Database& db = *session.db;
+  size_t done = 0;
+  uint64_t seq = 0;
+  absl::Status s;
+  {
+    absl::MutexLock lock(&db.exec_mu());
+    s = env.databases->registry()->Use(db.ref(), [&](KvStore& store) {
+      store.Prefetch(std::span<const std::string_view>(keys.data(), n));
+      for (size_t i = 0; i < n; ++i) {
+        int64_t result = 0;
+        absl::Status m;
+        try {
+          m = store.Modify(keys[i], [&](std::optional<std::string_view> old)
+                                        -> absl::StatusOr<std::optional<std::string>> {
+            absl::StatusOr<int64_t> v = Incremented(old, deltas[i]);
+            if (!v.ok()) return v.status();
+            result = *v;
+            return std::optional<std::string>(absl::StrCat(*v));
+          });
+        } catch (const std::bad_alloc&) {
+          // As Connection::Execute answers a request that ran out of
+          // memory; the requests before it were applied and answered.
+          AppendError(reply, "OOM ftld could not allocate memory for this command");
+          ++done;
+          break;
+        }
+        // A request that fails changed nothing: its own run answers it.
+        if (!m.ok()) break;
+        AppendInteger(reply, result);
+        ++done;
+      }
+      return absl::OkStatus();
+    });
+    if (done > 0) seq = db.NoteWrite();
+  }
+  // The store could not be used (a numbered database never written is
+  // created by the first request's own run): nothing ran.
+  if (!s.ok() || done == 0) return 0;
+  env.counters->commands.fetch_add(done, std::memory_order_relaxed);
+  outcome->db = session.db;
+  outcome->wrote = true;
+  if (env.fsync == Fsync::kAlways) outcome->seq = std::max(seq, db.applied());
+  return done;
+}
+
 bool IsQuick(const Session& session, const Argv& argv) {
   if (session.in_multi || argv.empty()) return false;
   const Spec* spec = Find(argv[0]);
@@ -1091,10 +1175,10 @@ void Execute(const CommandEnv& env, Session& session, const Argv& argv, std::str
     fail(std::move(text));
   } else if ((spec->arity > 0 && argv.size() != size_t(spec->arity)) ||
              (spec->arity < 0 && argv.size() < size_t(-spec->arity))) {
-    fail(absl::StrCat("ERR wrong number of arguments for '", spec->name, "' command"));
+    fail(absl::StrCat("ERR wrong number of arguments for '", std::string(spec->name), "' command"));
   } else if (session.in_multi && !(spec->flags & kTxnControl)) {
     if (spec->flags & kNoMulti) {
-      fail(absl::StrCat("ERR '", spec->name, "' is not allowed inside MULTI on ftld"));
+      fail(absl::StrCat("ERR '", std::string(spec->name), "' is not allowed inside MULTI on ftld"));
     } else if (session.queued.size() >= kMaxQueuedCommands) {
       fail(absl::StrCat("ERR a transaction holds at most ", kMaxQueuedCommands, " commands"));
     } else {

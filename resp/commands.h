@@ -107,6 +107,16 @@ void Prefetch(const CommandEnv& env, const Session& session, const std::deque<Ar
 // --kv-fsync always, as a single GET does).
 size_t ExecuteGets(const CommandEnv& env, Session& session, const std::deque<Argv>& requests,
                    size_t max_reply_bytes, std::string* reply, Outcome* outcome);
+// Runs the leading INCR, DECR, INCRBY and DECRBY requests of `requests`
+// (when there are at least two, with valid keys and increments, on the
+// session's database, outside MULTI, writable) together: one hold of the
+// database's exec lock and of the registry, their keys prefetched together,
+// each a KvStore::Modify, replies as Execute would append them. Stops
+// before a request whose Modify fails (it changed nothing; its own run
+// answers it). Returns how many requests it answered (0: none); `outcome`
+// covers them all, and every one of them wrote.
+size_t ExecuteCounters(const CommandEnv& env, Session& session, const std::deque<Argv>& requests,
+                       std::string* reply, Outcome* outcome);
 // Whether a request is a quick read that may run on the connection's
 // strand instead of the worker pool (as NBD runs small reads inline):
 // GET, MGET, EXISTS, STRLEN, TYPE, TTL, PTTL, PING, ECHO outside MULTI.

@@ -95,6 +95,7 @@ class InBuffer {
 
 struct Connection::Piece {
   size_t begin = 0, end = 0;  // of Batch::out
+  size_t replies = 1;         // requests answered in [begin, end)
   Outcome outcome;
 };
 
@@ -166,6 +167,9 @@ void Connection::Execute(Batch* batch, bool quick_only) {
         ran = ExecuteGets(*env_.commands, session_, pending_, kMaxBatchReplyBytes - b.out.size(),
                           &b.out, &p.outcome);
       }
+      if (ran == 0 && pending_.size() > 1) {
+        ran = ExecuteCounters(*env_.commands, session_, pending_, &b.out, &p.outcome);
+      }
       if (ran == 0) {
         if (!prefetched && pending_.size() > 1) Prefetch(*env_.commands, session_, pending_);
         prefetched = true;
@@ -179,6 +183,7 @@ void Connection::Execute(Batch* batch, bool quick_only) {
       ran = 1;
     }
     p.end = b.out.size();
+    p.replies = ran;
     pending_.erase(pending_.begin(), pending_.begin() + long(ran));
     b.pieces.push_back(std::move(p));
   }
@@ -204,7 +209,8 @@ asio::awaitable<std::string> Connection::Settle(Batch& batch) {
   for (const Piece& p : batch.pieces) {
     auto it = failed.find(p.outcome.db.get());
     if (p.outcome.wrote && it != failed.end()) {
-      AppendError(&out, SyncFailedError(it->second));
+      // (A piece of several replies wrote in every one of them.)
+      for (size_t i = 0; i < p.replies; ++i) AppendError(&out, SyncFailedError(it->second));
     } else {
       out.append(batch.out, p.begin, p.end - p.begin);
     }

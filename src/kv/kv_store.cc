@@ -223,6 +223,7 @@ void KvStoreImpl::FlushFullLocked(bool frees) {
     if (!p.ok()) return;  // as an inline flush's error: the next change tries again
     bg_plan_ = std::move(*p);
     bg_busy_ = true;
+    bg_cv_.Signal();
     return;
   }
   // An error here is no error of the caller's change (it is applied; the
@@ -234,9 +235,7 @@ void KvStoreImpl::FlushFullLocked(bool frees) {
 void KvStoreImpl::BackgroundFlushes() {
   mu_.Lock();
   for (;;) {
-    mu_.Await(absl::Condition(
-        +[](KvStoreImpl* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->bg_plan_.has_value() || s->bg_stop_; },
-        this));
+    while (!bg_plan_ && !bg_stop_) bg_cv_.Wait(&mu_);
     if (!bg_plan_) break;  // stopped, nothing in flight
     FlushPlan p = std::move(*bg_plan_);
     bg_plan_.reset();
@@ -576,6 +575,7 @@ absl::Status KvStoreImpl::Close() {
     absl::MutexLock l(&mu_);
     closed_ = true;
     bg_stop_ = true;
+    bg_cv_.Signal();
   }
   if (bg_thread_.joinable()) bg_thread_.join();
   return s;

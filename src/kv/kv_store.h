@@ -118,6 +118,10 @@ class KvStoreImpl : public KvStore {
   std::optional<FlushPlan> bg_plan_ ABSL_GUARDED_BY(mu_);
   bool bg_busy_ ABSL_GUARDED_BY(mu_) = false;
   bool bg_stop_ ABSL_GUARDED_BY(mu_) = false;
+  // The background thread waits on this, not with mu_.Await: a thread
+  // waiting on a mutex's condition sends every unlock of it down the slow
+  // path that evaluates the condition (~3% of a pipelined INCR's time).
+  absl::CondVar bg_cv_;
   std::thread bg_thread_;  // started by OpenOn, joined by Close
 };
 

@@ -380,6 +380,80 @@ def test_pipelining_and_multi_exec(env):
         p.get(f"p:{i}")
     assert p.execute() == [None] * 70
     r9.close()
+    # A run of INCR / DECR / INCRBY / DECRBY is applied together
+    # (docs/decisions.md, "A pipelined batch's counters are applied
+    # together"): against a model, with a string, an overflow, a bad
+    # increment, a wrong arity and an oversize key inside the run, each
+    # reply in its place, in a numbered database never written too.
+    for db in (0, 7):
+        rc = client(d, redis, db=db)
+        rnd = random.Random(db)
+        p = rc.pipeline(transaction=False)
+        # (The first run meets db7 before it exists: its first INCR makes it.)
+        p.incr("c:0").incrby("c:0", 2).set("c:str", "abc").set("c:max", str(2**63 - 2))
+        model = {"c:0": 3, "c:max": 2**63 - 2}
+        want = [1, 3, True, True]
+        for i in range(300):
+            key = f"c:{rnd.randrange(12)}"
+            op = rnd.randrange(14)
+            if op == 0:
+                p.incr("c:str")
+                want.append("not an integer")
+            elif op == 1:
+                p.incr("c:max")
+                if model["c:max"] == 2**63 - 1:
+                    want.append("overflow")
+                else:
+                    model["c:max"] += 1
+                    want.append(model["c:max"])
+            elif op == 2:
+                p.execute_command("INCRBY", key, "x1")
+                want.append("not an integer")
+            elif op == 3:
+                p.execute_command("INCR", key, "extra")
+                want.append("wrong number")
+            elif op == 4:
+                p.incr("k" * 1025)
+                want.append("at most")
+            else:
+                kind = rnd.randrange(4)
+                n = rnd.randrange(-1000, 1000)
+                if kind == 0:
+                    p.execute_command("iNcR", key)
+                    delta = 1
+                elif kind == 1:
+                    p.decr(key)
+                    delta = -1
+                elif kind == 2:
+                    p.incrby(key, n)
+                    delta = n
+                else:
+                    p.decrby(key, n)
+                    delta = -n
+                model[key] = model.get(key, 0) + delta
+                want.append(model[key])
+        res = p.execute(raise_on_error=False)
+        assert len(res) == len(want), (len(res), len(want))
+        for i, (got, w) in enumerate(zip(res, want)):
+            if isinstance(w, str):
+                assert isinstance(got, redis.ResponseError) and w in str(got), (db, i, got, w)
+            else:
+                assert got == w, (db, i, got, w)
+        for key, v in model.items():
+            assert int(rc.get(key)) == v, (db, key, rc.get(key), v)
+        assert rc.get("c:str") == b"abc"
+        rc_last = rc.mget("c:1", "c:2")
+        rc.close()
+    # ... and refused in a snapshot, each with -READONLY, nothing applied.
+    d.ctl("snapshot", "create", "db7@counters")
+    rs = client(d, redis, db="7@counters")
+    p = rs.pipeline(transaction=False)
+    for _ in range(5):
+        p.incr("c:1").decrby("c:2", 3)
+    res = p.execute(raise_on_error=False)
+    assert len(res) == 10 and all(isinstance(x, redis.ReadOnlyError) for x in res), res
+    assert rs.mget("c:1", "c:2") == rc_last, (rs.mget("c:1", "c:2"), rc_last)
+    rs.close()
     # MULTI/EXEC: one atomic batch; reads inside see the transaction's writes.
     t = r.pipeline(transaction=True)
     t.set("acct:a", 100).set("acct:b", 0).decrby("acct:a", 30).incrby("acct:b", 30)
@@ -569,9 +643,17 @@ def batch_loops(d, redis, stop, state, pre):
     def incr(w):
         try:
             c = client(d, redis)
+            i = 0
             while not stop.is_set():
-                state["incr_sent"][w] = state["incr_sent"].get(w, 0) + 1
-                v = c.incr(f"{pre}counter")
+                # Alternately one INCR and a pipeline of four (applied
+                # together: ExecuteCounters).
+                i += 1
+                n = 1 if i % 2 else 4
+                state["incr_sent"][w] = state["incr_sent"].get(w, 0) + n
+                p = c.pipeline(transaction=False)
+                for _ in range(n):
+                    p.incr(f"{pre}counter")
+                v = max(p.execute())
                 state["incr_acked"] = max(state["incr_acked"], v)
         except Exception:  # noqa: BLE001
             pass
