@@ -484,19 +484,24 @@ absl::StatusOr<int64_t> Incremented(std::optional<std::string_view> old, int64_t
   return v + delta;
 }
 
+// Adds `delta` to the counter `key` of `store` in one search of the tree
+// (KvStore::Modify): the new value in *result, or the error (nothing changed).
+absl::Status ModifyCounter(KvStore& store, std::string_view key, int64_t delta, int64_t* result) {
+  return store.Modify(
+      key, [&](std::optional<std::string_view> old) -> absl::StatusOr<std::optional<std::string>> {
+        absl::StatusOr<int64_t> v = Incremented(old, delta);
+        if (!v.ok()) return v.status();
+        *result = *v;
+        return std::optional<std::string>(absl::StrCat(*v));
+      });
+}
+
 void IncrBy(Call& c, int64_t delta) {
   const std::string& key = c.argv[1];
   if (!CheckWrite(c, key, "")) return;
   if (KvStore* store = c.txn->direct()) {
-    // The read and the write in one search of the tree.
     int64_t result = 0;
-    absl::Status s = store->Modify(
-        key, [&](std::optional<std::string_view> old) -> absl::StatusOr<std::optional<std::string>> {
-          absl::StatusOr<int64_t> v = Incremented(old, delta);
-          if (!v.ok()) return v.status();
-          result = *v;
-          return std::optional<std::string>(absl::StrCat(*v));
-        });
+    absl::Status s = ModifyCounter(*store, key, delta, &result);
     if (!s.ok()) return Err(c, StatusError(s));
     c.txn->MarkWritten();
     return AppendInteger(&c.out, result);
@@ -1113,13 +1118,7 @@ size_t ExecuteCounters(const CommandEnv& env, Session& session, const std::deque
         int64_t result = 0;
         absl::Status m;
         try {
-          m = store.Modify(keys[i], [&](std::optional<std::string_view> old)
-                                        -> absl::StatusOr<std::optional<std::string>> {
-            absl::StatusOr<int64_t> v = Incremented(old, deltas[i]);
-            if (!v.ok()) return v.status();
-            result = *v;
-            return std::optional<std::string>(absl::StrCat(*v));
-          });
+          m = ModifyCounter(store, keys[i], deltas[i], &result);
         } catch (const std::bad_alloc&) {
           // As Connection::Execute answers a request that ran out of
           // memory; the requests before it were applied and answered.
