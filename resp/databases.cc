@@ -1,6 +1,7 @@
 #include "resp/databases.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -8,16 +9,19 @@
 #include "ftl/log.h"
 #include "ftl/tree_ref.h"
 #include "resp/resp_protocol.h"
+#include "util/sched_hint.h"
 
 namespace ftl::resp {
 
 Database::Database(std::string ref, bool numbered, bool read_only, registry::KvRegistry* kv,
-                   asio::any_io_executor workers, CommitCounters* counters)
+                   asio::any_io_executor workers, asio::any_io_executor io,
+                   CommitCounters* counters)
     : ref_(std::move(ref)),
       numbered_(numbered),
       read_only_(read_only),
       kv_(kv),
       workers_(std::move(workers)),
+      io_(std::move(io)),
       counters_(counters) {}
 
 uint64_t Database::NoteWrite() {
@@ -57,6 +61,10 @@ void Database::StartFlushLocked() {
 bool Database::CohortBack() const { return waiters_.size() >= last_released_; }
 
 void Database::RunFlushes() {
+  // This thread sleeps in each flush's sync and every waiter waits for it
+  // to wake (see the header); once per worker thread.
+  static thread_local bool short_slice = util::RequestShortSlice(std::chrono::microseconds(100));
+  (void)short_slice;
   for (;;) {
     uint64_t target;
     {
@@ -65,8 +73,8 @@ void Database::RunFlushes() {
         flushing_ = false;
         return;
       }
-      // Gather the cohort the last flush answered (see the header).
-      if (waiters_.size() < last_released_) {
+      // After a slow flush, gather the cohort it answered (see the header).
+      if (waiters_.size() < last_released_ && last_flush_ >= kGatherAfterFlush) {
         mu_.AwaitWithTimeout(absl::Condition(this, &Database::CohortBack),
                              std::min(kMaxGatherDelay, last_flush_ / 2));
       }
@@ -100,17 +108,24 @@ void Database::RunFlushes() {
       last_released_ = ready.size();
       last_flush_ = took;
     }
-    for (Waiter& w : ready) w.done(s);
+    // Answered from the io threads, in one post: this loop goes on to the
+    // next flush without waiting for them.
+    if (!ready.empty()) {
+      asio::post(io_, [ready = std::move(ready), s]() mutable {
+        for (Waiter& w : ready) w.done(s);
+      });
+    }
   }
 }
 
-Databases::Databases(registry::KvRegistry* kv, asio::any_io_executor workers, uint32_t numbered)
-    : kv_(kv), workers_(std::move(workers)), numbered_(numbered) {}
+Databases::Databases(registry::KvRegistry* kv, asio::any_io_executor workers,
+                     asio::any_io_executor io, uint32_t numbered)
+    : kv_(kv), workers_(std::move(workers)), io_(std::move(io)), numbered_(numbered) {}
 
 std::shared_ptr<Database> Databases::Get(const std::string& ref, bool numbered, bool read_only) {
   absl::MutexLock l(&mu_);
   auto& db = dbs_[ref];
-  if (!db) db = std::make_shared<Database>(ref, numbered, read_only, kv_, workers_, &counters_);
+  if (!db) db = std::make_shared<Database>(ref, numbered, read_only, kv_, workers_, io_, &counters_);
   return db;
 }
 

@@ -17,13 +17,18 @@
 // (and the writes it read) are durable asks WhenDurable(seq): one flush at
 // a time runs per database on the worker pool, each covering every write
 // applied before it started (KvStore::Flush), so the writes of all clients
-// that arrive during one flush share the next. Before it starts the next
-// flush, the loop waits briefly (at most half the last flush's time, at
-// most kMaxGatherDelay) until as many clients wait as the last flush
-// released: those clients were just answered and are about to send their
-// next writes, so one cohort shares each flush instead of two cohorts
-// alternating (with 50 clients: ~50 writes per flush instead of ~25; a
-// single client never waits, as it is the whole cohort). With
+// that arrive during one flush share the next. The loop answers a flush's
+// waiters with one post to the io threads (they resume each connection),
+// so the next flush starts at once, and its thread asks for a short
+// scheduler slice (util/sched_hint.h), so it runs as soon as the sync
+// returns. Only after a slow flush (at least kGatherAfterFlush, as a sync
+// that also writes the file system's metadata) does the loop wait briefly
+// (at most half the last flush's time, at most kMaxGatherDelay) until as
+// many clients wait as the last flush released: those clients were just
+// answered and are about to send their next writes, so one cohort shares
+// each flush instead of two alternating; after a fast flush that wait cost
+// more than it gathered (docs/decisions.md, "The next flush waits for the
+// last cohort only after a slow flush"). With
 // --kv-fsync everysec the server asks for a flush once a second instead
 // (RequestFlush).
 //
@@ -65,13 +70,15 @@ struct CommitCounters {
 };
 
 inline constexpr absl::Duration kMaxGatherDelay = absl::Microseconds(1000);
+inline constexpr absl::Duration kGatherAfterFlush = absl::Microseconds(1000);
 
 class Database : public std::enable_shared_from_this<Database> {
  public:
   using DurableCallback = std::function<void(absl::Status)>;
 
+  // Flushes run on `workers`; their waiters are answered on `io`.
   Database(std::string ref, bool numbered, bool read_only, registry::KvRegistry* kv,
-           asio::any_io_executor workers, CommitCounters* counters);
+           asio::any_io_executor workers, asio::any_io_executor io, CommitCounters* counters);
 
   // "db0", "users" or "users@monday": the registry's name of the store.
   const std::string& ref() const { return ref_; }
@@ -92,7 +99,7 @@ class Database : public std::enable_shared_from_this<Database> {
 
   // Calls `done` once every write up to `seq` is durable, with OK, or with
   // the error of the flush that should have made it so. At once (on the
-  // calling thread) if it is durable already; else from a worker thread.
+  // calling thread) if it is durable already; else from an io thread.
   void WhenDurable(uint64_t seq, DurableCallback done) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts a flush if any write is not durable yet (the everysec timer).
   void RequestFlush() ABSL_LOCKS_EXCLUDED(mu_);
@@ -112,6 +119,7 @@ class Database : public std::enable_shared_from_this<Database> {
   const bool read_only_;
   registry::KvRegistry* const kv_;
   asio::any_io_executor workers_;
+  asio::any_io_executor io_;
   CommitCounters* const counters_;
 
   absl::Mutex exec_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -129,7 +137,8 @@ class Database : public std::enable_shared_from_this<Database> {
 // per store for the life of the server.
 class Databases {
  public:
-  Databases(registry::KvRegistry* kv, asio::any_io_executor workers, uint32_t numbered);
+  Databases(registry::KvRegistry* kv, asio::any_io_executor workers, asio::any_io_executor io,
+            uint32_t numbered);
 
   // The database `name` (as SELECT takes it). Errors are Redis error
   // texts: "ERR DB index is out of range", "ERR no key-value dataset ...".
@@ -151,6 +160,7 @@ class Databases {
 
   registry::KvRegistry* const kv_;
   asio::any_io_executor workers_;
+  asio::any_io_executor io_;
   const uint32_t numbered_;
   CommitCounters counters_;
   absl::Mutex create_mu_;  // one CreateNumbered at a time

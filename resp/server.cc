@@ -48,7 +48,8 @@ Server::Server(asio::io_context& io, asio::any_io_executor workers, registry::Kv
       workers_(workers),
       options_(std::move(options)),
       log_(Logger("resp")),
-      shared_(std::make_shared<Shared>(kv, workers, std::max<uint32_t>(1, options_.databases))),
+      shared_(std::make_shared<Shared>(kv, workers, io.get_executor(),
+                                       std::max<uint32_t>(1, options_.databases))),
       timer_(io) {
   CommandEnv& env = shared_->env;
   env.databases = &shared_->databases;

@@ -69,8 +69,9 @@ class Server {
   // What connections use: shared with them, so that a connection whose
   // coroutine outlives the Server (until the io_context goes) still finds it.
   struct Shared {
-    Shared(registry::KvRegistry* kv, asio::any_io_executor workers, uint32_t numbered)
-        : databases(kv, std::move(workers), numbered) {}
+    Shared(registry::KvRegistry* kv, asio::any_io_executor workers, asio::any_io_executor io,
+           uint32_t numbered)
+        : databases(kv, std::move(workers), std::move(io), numbered) {}
     ServerCounters counters;
     CursorTable cursors;
     Databases databases;

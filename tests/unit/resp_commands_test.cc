@@ -29,7 +29,8 @@ class RespCommandsTest : public ::testing::Test {
     ASSERT_OK(p);
     pool_ = std::move(*p);
     kv_ = std::make_unique<registry::KvRegistry>(pool_.get(), KvOptions{});
-    databases_ = std::make_unique<Databases>(kv_.get(), workers_.get_executor(), 16);
+    databases_ = std::make_unique<Databases>(kv_.get(), workers_.get_executor(),
+                                             workers_.get_executor(), 16);
     env_.databases = databases_.get();
     env_.cursors = &cursors_;
     env_.counters = &counters_;
