@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "ftl/kv.h"
 #include "ftl/log.h"
+#include "ftl/sched_hint.h"
 #include "ftl/tree_ref.h"
 #include "resp/resp_protocol.h"
-#include "util/sched_hint.h"
 
 namespace ftl::resp {
 
@@ -63,7 +63,7 @@ bool Database::CohortBack() const { return waiters_.size() >= last_released_; }
 void Database::RunFlushes() {
   // This thread sleeps in each flush's sync and every waiter waits for it
   // to wake (see the header); once per worker thread.
-  static thread_local bool short_slice = util::RequestShortSlice(std::chrono::microseconds(100));
+  static thread_local bool short_slice = RequestShortSlice(std::chrono::microseconds(100));
   (void)short_slice;
   for (;;) {
     uint64_t target;

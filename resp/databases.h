@@ -20,7 +20,7 @@
 // that arrive during one flush share the next. The loop answers a flush's
 // waiters with one post to the io threads (they resume each connection),
 // so the next flush starts at once, and its thread asks for a short
-// scheduler slice (util/sched_hint.h), so it runs as soon as the sync
+// scheduler slice (ftl/sched_hint.h), so it runs as soon as the sync
 // returns. Only after a slow flush (at least kGatherAfterFlush, as a sync
 // that also writes the file system's metadata) does the loop wait briefly
 // (at most half the last flush's time, at most kMaxGatherDelay) until as

@@ -1,4 +1,4 @@
-#include "util/sched_hint.h"
+#include "ftl/sched_hint.h"
 
 #include <sched.h>
 #include <sys/syscall.h>
@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace ftl::util {
+namespace ftl {
 namespace {
 
 // The kernel's struct sched_attr (include/uapi/linux/sched/types.h), declared
@@ -50,4 +50,4 @@ unsigned long long CurrentSliceNanos() {
   return GetAttr(&a) ? a.sched_runtime : 0;
 }
 
-}  // namespace ftl::util
+}  // namespace ftl

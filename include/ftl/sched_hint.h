@@ -1,7 +1,8 @@
 #pragma once
 // Scheduler hints for threads whose latency is the product's: a thread that
 // sleeps on a device sync and must run the moment it returns (the Redis
-// protocol's group-commit loop, resp/databases.h).
+// protocol's group-commit loop, resp/databases.h). Linux only; it needs no
+// privilege.
 //
 // Linux's EEVDF scheduler (6.6 and later) picks the runnable task with the
 // earliest virtual deadline, and since 6.12 a SCHED_OTHER task may ask for
@@ -15,7 +16,7 @@
 
 #include <chrono>
 
-namespace ftl::util {
+namespace ftl {
 
 // Asks for a slice of `slice` for the calling thread, keeping its policy,
 // nice value and everything else. Returns whether the kernel took it; false
@@ -27,4 +28,4 @@ bool RequestShortSlice(std::chrono::microseconds slice);
 // it cannot be read). For tests.
 unsigned long long CurrentSliceNanos();
 
-}  // namespace ftl::util
+}  // namespace ftl
