@@ -9,8 +9,8 @@
 // its own slice (sched_attr::sched_runtime, 0.1-100 ms): a shorter slice
 // gives a waking task an earlier deadline, so it preempts a busy one at
 // once instead of waiting up to the other's slice (about 3 ms), at the
-// same share of the CPU (docs/decisions.md, "The group-commit loop asks for
-// a short scheduler slice").
+// same share of the CPU (docs/decisions.md, "The group-commit loop answers
+// from the io threads and asks for a short scheduler slice").
 //
 // Thread safety: acts on the calling thread only.
 
