@@ -27,25 +27,43 @@ void Durability::NoteWritten(uint64_t seq, uint64_t claim, bool joined, bool has
 }
 
 absl::Status Durability::SyncRecords() {
-  // Callers that queue behind a sync already covering what was written
-  // when they called share it (several flushes, one media sync).
+  // Callers that find a sync covering what was written when they called
+  // (completed, or in flight) share it (several flushes, one media sync).
   const uint64_t wanted = last_written_.load();
+  std::shared_ptr<Flight> shared;
   {
     absl::MutexLock l(&sync_mu_);
-    if (durable_.load() >= wanted && proven_.load() >= last_claim_.load()) return absl::OkStatus();
+    const uint64_t claim = last_claim_.load();
+    if (durable_.load() >= wanted && proven_.load() >= claim) return absl::OkStatus();
+    for (const auto& f : flights_)
+      if (f->covered >= wanted && f->claim >= claim) shared = f;
+    if (shared) sync_mu_.Await(absl::Condition(&shared->done));
   }
-  return Sync();
+  if (shared && shared->status.ok()) return absl::OkStatus();
+  return Sync();  // none, or it failed: a sync of its own says why
 }
 
 absl::Status Durability::Sync() {
+  auto f = std::make_shared<Flight>();
+  {
+    absl::MutexLock l(&sync_mu_);
+    // The claim is read first: it belongs to a record at or before `covered`.
+    f->claim = last_claim_.load();
+    f->covered = last_written_.load();
+    flights_.push_back(f);
+  }
+  // Without the lock: syncs started by other threads meanwhile run at the
+  // same time (each covers what was written before it started).
+  absl::Status s = media_->Sync();
+  if (s.ok()) {
+    Raise(durable_, f->covered);
+    Raise(proven_, f->claim);
+  }
   absl::MutexLock l(&sync_mu_);
-  // The claim is read first: it belongs to a record at or before `covered`.
-  const uint64_t claim = last_claim_.load();
-  const uint64_t covered = last_written_.load();
-  if (absl::Status s = media_->Sync(); !s.ok()) return s;
-  Raise(durable_, covered);
-  Raise(proven_, claim);
-  return absl::OkStatus();
+  f->status = s;
+  f->done = true;
+  flights_.erase(std::find(flights_.begin(), flights_.end(), f));
+  return s;
 }
 
 void Durability::CheckpointDurable(uint64_t next_seq, uint64_t covered) {

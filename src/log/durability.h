@@ -20,12 +20,15 @@
 // "Deferred durability proof").
 //
 // Thread safety: the watermarks are atomics, readable from any thread; the
-// committer alone calls NoteWritten. Sync may be called from any thread
-// (serialised by sync_mu_, a leaf lock).
+// committer alone calls NoteWritten. Sync and SyncRecords may be called
+// from any thread, and concurrently: media syncs overlap (a device takes
+// several cache flushes at once, docs/decisions.md "Syncs overlap");
+// sync_mu_ (a leaf lock) guards only the list of syncs in flight.
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -50,7 +53,8 @@ class Durability {
   absl::Status Sync() ABSL_LOCKS_EXCLUDED(sync_mu_);
   // Sync for what concerns only records (a FLUSH): a call that finds every
   // record written before it durable and proven (a sync that started later
-  // completed meanwhile) shares that sync instead of making another.
+  // completed meanwhile), or a sync in flight that will make them so,
+  // shares that sync instead of making another.
   // Writes outside records (checkpoints, superblocks) must use Sync.
   absl::Status SyncRecords() ABSL_LOCKS_EXCLUDED(sync_mu_);
   // A checkpoint covering records before `next_seq` is durable; `covered`
@@ -65,10 +69,18 @@ class Durability {
   uint64_t last_content() const { return last_content_.load(); }
 
  private:
+  // A media sync in flight: what it will make durable and prove.
+  struct Flight {
+    uint64_t covered = 0;
+    uint64_t claim = 0;
+    bool done = false;
+    absl::Status status;
+  };
   static void Raise(std::atomic<uint64_t>& a, uint64_t v);
 
   std::shared_ptr<Media> media_;
   absl::Mutex sync_mu_;
+  std::vector<std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(sync_mu_);
   std::atomic<uint64_t> last_written_{0};
   std::atomic<uint64_t> durable_{0};
   std::atomic<uint64_t> proven_{0};

@@ -4,17 +4,71 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "ftl/media.h"
 #include "log/durability.h"
 #include "media/fault_media.h"
 
 namespace ftl::log {
 namespace {
+
+// FaultMedia whose Sync waits at a gate the test opens, counting the
+// syncs in flight (to see two of them run at once).
+class GatedMedia : public Media {
+ public:
+  explicit GatedMedia(std::shared_ptr<media::FaultMedia> inner) : inner_(std::move(inner)) {}
+  uint64_t size() const override { return inner_->size(); }
+  absl::Status Read(uint64_t offset, std::span<std::byte> out) override { return inner_->Read(offset, out); }
+  absl::Status Write(uint64_t offset, std::span<const std::byte> data) override {
+    return inner_->Write(offset, data);
+  }
+  absl::Status Discard(uint64_t offset, uint64_t length) override { return inner_->Discard(offset, length); }
+  std::string Describe() const override { return "gated " + inner_->Describe(); }
+  absl::Status Sync() override {
+    {
+      absl::MutexLock l(&mu_);
+      ++in_flight_;
+      max_in_flight_ = std::max(max_in_flight_, in_flight_);
+      mu_.Await(absl::Condition(&open_));
+    }
+    absl::Status s = inner_->Sync();
+    absl::MutexLock l(&mu_);
+    --in_flight_;
+    return s;
+  }
+  void Open() {
+    absl::MutexLock l(&mu_);
+    open_ = true;
+  }
+  // Waits (at most 10 s) until `n` syncs wait at the gate.
+  bool AwaitInFlight(int n) {
+    absl::MutexLock l(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(10));
+  }
+  int in_flight() {
+    absl::MutexLock l(&mu_);
+    return in_flight_;
+  }
+  int max_in_flight() {
+    absl::MutexLock l(&mu_);
+    return max_in_flight_;
+  }
+
+ private:
+  std::shared_ptr<media::FaultMedia> inner_;
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 class DurabilityTest : public ::testing::Test {
  protected:
@@ -204,6 +258,84 @@ TEST_F(DurabilityTest, ConcurrentSyncsAreSafeAndCoverWhatWasWrittenBefore) {
   ASSERT_TRUE(d_.Sync().ok());
   EXPECT_EQ(d_.durable(), 2000u);
   EXPECT_LE(d_.proven(), 2000u);
+}
+
+// A sync runs without a lock: a second one starts while the first waits
+// on the media (a device takes several cache flushes at once), each
+// covering what was written before it began.
+TEST(DurabilityOverlap, SyncsRunAtTheSameTime) {
+  auto fault = std::make_shared<media::FaultMedia>(1 << 20);
+  auto gated = std::make_shared<GatedMedia>(fault);
+  Durability d(gated);
+  d.Reset(1);
+  d.NoteWritten(1, 0, false, true);
+  absl::Status s1, s2;
+  std::thread first([&] { s1 = d.Sync(); });
+  ASSERT_TRUE(gated->AwaitInFlight(1));
+  // Record 2 is written after the first sync began: it does not cover it,
+  // so a FLUSH for it starts a sync of its own at once.
+  d.NoteWritten(2, 0, false, true);
+  std::thread second([&] { s2 = d.SyncRecords(); });
+  ASSERT_TRUE(gated->AwaitInFlight(2)) << "the second sync waited for the first";
+  EXPECT_EQ(d.durable(), 0u);
+  gated->Open();
+  first.join();
+  second.join();
+  ASSERT_TRUE(s1.ok()) << s1;
+  ASSERT_TRUE(s2.ok()) << s2;
+  EXPECT_EQ(gated->max_in_flight(), 2);
+  EXPECT_EQ(fault->syncs(), 2u);
+  EXPECT_EQ(d.durable(), 2u);
+}
+
+// A FLUSH that finds a sync in flight covering every record written
+// before it waits for that sync instead of starting another.
+TEST(DurabilityOverlap, SyncRecordsSharesASyncInFlightThatCoversIt) {
+  auto fault = std::make_shared<media::FaultMedia>(1 << 20);
+  auto gated = std::make_shared<GatedMedia>(fault);
+  Durability d(gated);
+  d.Reset(1);
+  d.NoteWritten(1, 0, false, true);
+  absl::Status s1, s2;
+  std::atomic<bool> second_done{false};
+  std::thread first([&] { s1 = d.SyncRecords(); });
+  ASSERT_TRUE(gated->AwaitInFlight(1));
+  std::thread second([&] {
+    s2 = d.SyncRecords();
+    second_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(second_done.load()) << "answered before the sync it needs completed";
+  EXPECT_EQ(gated->in_flight(), 1) << "a second sync started";
+  gated->Open();
+  first.join();
+  second.join();
+  ASSERT_TRUE(s1.ok()) << s1;
+  ASSERT_TRUE(s2.ok()) << s2;
+  EXPECT_EQ(fault->syncs(), 1u);
+  EXPECT_EQ(d.durable(), 1u);
+}
+
+// A shared sync that fails is no answer: the caller syncs on its own and
+// reports what that sync says.
+TEST(DurabilityOverlap, AFailedSharedSyncIsNotTakenAsSuccess) {
+  auto fault = std::make_shared<media::FaultMedia>(1 << 20);
+  auto gated = std::make_shared<GatedMedia>(fault);
+  Durability d(gated);
+  d.Reset(1);
+  d.NoteWritten(1, 0, false, true);
+  absl::Status s1, s2;
+  std::thread first([&] { s1 = d.SyncRecords(); });
+  ASSERT_TRUE(gated->AwaitInFlight(1));
+  std::thread second([&] { s2 = d.SyncRecords(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fault->Crash();  // the sync in flight fails, and so does any later one
+  gated->Open();
+  first.join();
+  second.join();
+  EXPECT_FALSE(s1.ok());
+  EXPECT_FALSE(s2.ok());
+  EXPECT_EQ(d.durable(), 0u);
 }
 
 }  // namespace
