@@ -5,11 +5,13 @@
 // and the Flusher that writes the buffer out.
 //
 // Thread safety: every public method is safe from any thread.
-// Lock order: flush_mu_ (one synced flush at a time), then mu_ (the buffer
-// and tree), then the Flusher's ticket lock (a leaf). Operations apply
-// under mu_; a synced caller then waits for a flush that covers it: the
-// first waiter plans one flush for every operation applied so far and
-// writes it without mu_, so callers arriving meanwhile share the next one.
+// Lock order: flush_mu_ (one synced flush written at a time), then mu_
+// (the buffer and tree), then the Flusher's ticket lock (a leaf).
+// Operations apply under mu_; a synced caller then waits for a flush that
+// covers it: the first waiter plans one flush for every operation applied
+// so far and writes it without mu_, so callers arriving meanwhile share
+// the next one; the volume is synced after flush_mu_ is released, so the
+// next flush is written while that sync runs (docs/kv.md, "Flushes").
 // With KvOptions::background_flush, an unsynced write that fills the
 // buffer plans its flush under mu_ and hands it to bg_thread_, which
 // writes it without locks and completes it under mu_ (one such flight at
@@ -107,6 +109,9 @@ class KvStoreImpl : public KvStore {
   uint64_t dirty_limit_ = 0;  // blocks
   uint64_t op_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Operations written to the volume by synced flushes (durable once the
+  // sync after them returns: durable_seq_).
+  uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // a change failed half-applied
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // The last flush found the pool full: writes are refused, unapplied,
