@@ -6,7 +6,7 @@
 # marker (docs/decisions.md).
 #
 #   bench/flush_ab.sh --a OLD_FTLD --b NEW_FTLD [--dir DIR] [--rounds N]
-#                     [--runtime SEC] [--bs 4k] [--prealloc]
+#                     [--runtime SEC] [--bs 4k] [--prealloc] [--jobs N]
 #
 # --prealloc: every backing file fully allocated first (B with ftld
 # --preallocate, A's and nbdkit's written with zeros by dd), as a user
@@ -15,7 +15,9 @@
 # "Preallocated backing files").
 #
 # Prints IOPS and mean / p99 completion latency per server and round, then
-# medians and the ratios B/A and B/nbdkit. QD 1, 1 job, 256 MiB working set.
+# medians and the ratios B/A and B/nbdkit. QD 1, 256 MiB working set; one
+# job, or --jobs N (N connections, each writing and flushing at QD 1: their
+# flushes overlap; IOPS and latency are of all jobs together).
 # Only prints (never a timed assertion). Kills only what it started.
 set -euo pipefail
 
@@ -23,7 +25,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BENCH_NAME=flush_ab
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
-A="" B="" DIR="" ROUNDS=3 RUNTIME=10 BS=4k SIZE=256M PREALLOC=0
+A="" B="" DIR="" ROUNDS=3 RUNTIME=10 BS=4k SIZE=256M PREALLOC=0 JOBS=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --a) A="$2"; shift 2 ;;
@@ -33,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --runtime) RUNTIME="$2"; shift 2 ;;
     --bs) BS="$2"; shift 2 ;;
     --prealloc) PREALLOC=1; shift ;;
+    --jobs) JOBS="$2"; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -47,7 +50,7 @@ PIDS=()
 cleanup() { stop_all; rm -f "$DIR"/a.img "$DIR"/b.img "$DIR"/k.raw "$DIR"/*.sock; }
 trap cleanup EXIT
 
-echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs)), bs $BS, QD1, fsync=1, ${RUNTIME}s x $ROUNDS rounds, $([[ $PREALLOC == 1 ]] && echo preallocated || echo sparse) files"
+echo "# directory: $DIR ($(df -h --output=fstype,size "$DIR" | tail -1 | xargs)), bs $BS, QD1 x $JOBS jobs, fsync=1, ${RUNTIME}s x $ROUNDS rounds, $([[ $PREALLOC == 1 ]] && echo preallocated || echo sparse) files"
 P_A=$(free_port); P_B=$(free_port); P_K=$(free_port)
 A_ARGS=(--size 1G) B_ARGS=(--size 1G)
 if [[ $PREALLOC == 1 ]]; then
@@ -74,7 +77,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for s in A B nbdkit; do
     out="$DIR/fio-$s-$r.json"
     fio --name="$s" --ioengine=nbd --uri="${URI[$s]}" --rw=randwrite --bs="$BS" --iodepth=1 \
-        --fsync=1 --size="$SIZE" --time_based --runtime="$RUNTIME" \
+        --fsync=1 --size="$SIZE" --numjobs="$JOBS" --group_reporting --time_based --runtime="$RUNTIME" \
         --output-format=json --output="$out" >/dev/null
     line=$(/usr/bin/python3 - "$out" <<'PY'
 import json, sys
