@@ -108,6 +108,20 @@ void Worker(KvStore* s, Log* log, uint64_t seed, std::atomic<bool>* stop, int* o
   }
 }
 
+// After a crash of `fault`: closes store and pool, applies a random crash
+// plan to what was not synced, reopens both.
+void Restart(const std::shared_ptr<FaultMedia>& fault, std::mt19937_64& rng, const OpenOptions& open,
+             const KvOptions& ko, int iteration, std::unique_ptr<Pool>* pool,
+             std::unique_ptr<KvStore>* store) {
+  store->reset();
+  pool->reset();
+  fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
+  auto reopened = Pool::Open(fault, open);
+  ASSERT_OK(reopened) << "iteration " << iteration;
+  *pool = std::move(*reopened);
+  ASSERT_OK_AND_ASSIGN(*store, KvStore::Open(pool->get(), "kv", ko));
+}
+
 TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
   const char* e = std::getenv("FTL_CRASH_ITERATIONS");
   int iterations = e ? std::atoi(e) : 150;
@@ -151,13 +165,7 @@ TEST(KvCrashTest, RandomCrashPointsAgainstModel) {
     blind += store->Stats().blind_writes;
     diff_merges += store->Stats().diff_merges;
     relogs += store->Stats().diff_relogs;
-    store.reset();
-    pool.reset();
-    fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
-    auto reopened = Pool::Open(fault, open);
-    ASSERT_OK(reopened) << "iteration " << it;
-    pool = std::move(*reopened);
-    ASSERT_OK_AND_ASSIGN(store, KvStore::Open(pool.get(), "kv", ko));
+    ASSERT_NO_FATAL_FAILURE(Restart(fault, rng, open, ko, it, &pool, &store));
     replayed += store->Stats().diff_load_reads;
     auto got = store->Scan("", "", SIZE_MAX);
     ASSERT_OK(got) << "iteration " << it;
@@ -296,13 +304,7 @@ TEST(KvCrashTest, ConcurrentSyncedWritersCrashMidwayKeepEveryAcknowledgedPut) {
     fault->Crash();
     for (auto& th : ts) th.join();
     total_flushes += store->Stats().flushes;
-    store.reset();
-    pool.reset();
-    fault->Restart(testing::RandomCrashPlan(rng, fault->unsynced_writes()));
-    auto reopened = Pool::Open(fault, open);
-    ASSERT_OK(reopened) << "iteration " << it;
-    pool = std::move(*reopened);
-    ASSERT_OK_AND_ASSIGN(store, KvStore::Open(pool.get(), "kv"));
+    ASSERT_NO_FATAL_FAILURE(Restart(fault, rng, open, KvOptions{}, it, &pool, &store));
     for (int t = 0; t < kThreads; ++t) {
       for (auto& [key, want] : acked[size_t(t)]) {
         ++total_acked;

@@ -260,82 +260,77 @@ TEST_F(DurabilityTest, ConcurrentSyncsAreSafeAndCoverWhatWasWrittenBefore) {
   EXPECT_LE(d_.proven(), 2000u);
 }
 
+// Durability over GatedMedia, record 1 written.
+class DurabilityOverlapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_.Reset(1);
+    d_.NoteWritten(1, 0, false, true);
+  }
+  std::shared_ptr<media::FaultMedia> fault_ = std::make_shared<media::FaultMedia>(1 << 20);
+  std::shared_ptr<GatedMedia> gated_ = std::make_shared<GatedMedia>(fault_);
+  Durability d_{gated_};
+  absl::Status s1_, s2_;
+};
+
 // A sync runs without a lock: a second one starts while the first waits
 // on the media (a device takes several cache flushes at once), each
 // covering what was written before it began.
-TEST(DurabilityOverlap, SyncsRunAtTheSameTime) {
-  auto fault = std::make_shared<media::FaultMedia>(1 << 20);
-  auto gated = std::make_shared<GatedMedia>(fault);
-  Durability d(gated);
-  d.Reset(1);
-  d.NoteWritten(1, 0, false, true);
-  absl::Status s1, s2;
-  std::thread first([&] { s1 = d.Sync(); });
-  ASSERT_TRUE(gated->AwaitInFlight(1));
+TEST_F(DurabilityOverlapTest, SyncsRunAtTheSameTime) {
+  std::thread first([&] { s1_ = d_.Sync(); });
+  ASSERT_TRUE(gated_->AwaitInFlight(1));
   // Record 2 is written after the first sync began: it does not cover it,
   // so a FLUSH for it starts a sync of its own at once.
-  d.NoteWritten(2, 0, false, true);
-  std::thread second([&] { s2 = d.SyncRecords(); });
-  ASSERT_TRUE(gated->AwaitInFlight(2)) << "the second sync waited for the first";
-  EXPECT_EQ(d.durable(), 0u);
-  gated->Open();
+  d_.NoteWritten(2, 0, false, true);
+  std::thread second([&] { s2_ = d_.SyncRecords(); });
+  ASSERT_TRUE(gated_->AwaitInFlight(2)) << "the second sync waited for the first";
+  EXPECT_EQ(d_.durable(), 0u);
+  gated_->Open();
   first.join();
   second.join();
-  ASSERT_TRUE(s1.ok()) << s1;
-  ASSERT_TRUE(s2.ok()) << s2;
-  EXPECT_EQ(gated->max_in_flight(), 2);
-  EXPECT_EQ(fault->syncs(), 2u);
-  EXPECT_EQ(d.durable(), 2u);
+  ASSERT_TRUE(s1_.ok()) << s1_;
+  ASSERT_TRUE(s2_.ok()) << s2_;
+  EXPECT_EQ(gated_->max_in_flight(), 2);
+  EXPECT_EQ(fault_->syncs(), 2u);
+  EXPECT_EQ(d_.durable(), 2u);
 }
 
 // A FLUSH that finds a sync in flight covering every record written
 // before it waits for that sync instead of starting another.
-TEST(DurabilityOverlap, SyncRecordsSharesASyncInFlightThatCoversIt) {
-  auto fault = std::make_shared<media::FaultMedia>(1 << 20);
-  auto gated = std::make_shared<GatedMedia>(fault);
-  Durability d(gated);
-  d.Reset(1);
-  d.NoteWritten(1, 0, false, true);
-  absl::Status s1, s2;
+TEST_F(DurabilityOverlapTest, SyncRecordsSharesASyncInFlightThatCoversIt) {
   std::atomic<bool> second_done{false};
-  std::thread first([&] { s1 = d.SyncRecords(); });
-  ASSERT_TRUE(gated->AwaitInFlight(1));
+  std::thread first([&] { s1_ = d_.SyncRecords(); });
+  ASSERT_TRUE(gated_->AwaitInFlight(1));
   std::thread second([&] {
-    s2 = d.SyncRecords();
+    s2_ = d_.SyncRecords();
     second_done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(second_done.load()) << "answered before the sync it needs completed";
-  EXPECT_EQ(gated->in_flight(), 1) << "a second sync started";
-  gated->Open();
+  EXPECT_EQ(gated_->in_flight(), 1) << "a second sync started";
+  gated_->Open();
   first.join();
   second.join();
-  ASSERT_TRUE(s1.ok()) << s1;
-  ASSERT_TRUE(s2.ok()) << s2;
-  EXPECT_EQ(fault->syncs(), 1u);
-  EXPECT_EQ(d.durable(), 1u);
+  ASSERT_TRUE(s1_.ok()) << s1_;
+  ASSERT_TRUE(s2_.ok()) << s2_;
+  EXPECT_EQ(fault_->syncs(), 1u);
+  EXPECT_EQ(d_.durable(), 1u);
 }
 
 // A shared sync that fails is no answer: the caller syncs on its own and
 // reports what that sync says.
-TEST(DurabilityOverlap, AFailedSharedSyncIsNotTakenAsSuccess) {
-  auto fault = std::make_shared<media::FaultMedia>(1 << 20);
-  auto gated = std::make_shared<GatedMedia>(fault);
-  Durability d(gated);
-  d.Reset(1);
-  d.NoteWritten(1, 0, false, true);
-  absl::Status s1, s2;
-  std::thread first([&] { s1 = d.SyncRecords(); });
-  ASSERT_TRUE(gated->AwaitInFlight(1));
-  std::thread second([&] { s2 = d.SyncRecords(); });
+TEST_F(DurabilityOverlapTest, AFailedSharedSyncIsNotTakenAsSuccess) {
+  std::thread first([&] { s1_ = d_.SyncRecords(); });
+  ASSERT_TRUE(gated_->AwaitInFlight(1));
+  std::thread second([&] { s2_ = d_.SyncRecords(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  fault->Crash();  // the sync in flight fails, and so does any later one
-  gated->Open();
+  fault_->Crash();  // the sync in flight fails, and so does any later one
+  gated_->Open();
   first.join();
   second.join();
-  EXPECT_FALSE(s1.ok());
-  EXPECT_FALSE(s2.ok());
-  EXPECT_EQ(d.durable(), 0u);
+  EXPECT_FALSE(s1_.ok());
+  EXPECT_FALSE(s2_.ok());
+  EXPECT_EQ(d_.durable(), 0u);
 }
 
 }  // namespace
