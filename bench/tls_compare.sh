@@ -6,11 +6,20 @@
 #
 #   bench/tls_compare.sh [--ftld PATH] [--dir DIR] [--rounds N] [--runtime SEC]
 #                        [--size SIZE] [--plain] [--base FTLD] [--quick]
+#                        [--ftld-flags "..."]
 #
 # --plain      also both servers without TLS (what TLS costs each)
 # --base FTLD  also FTLD and --ftld without TLS, side by side (checks that
 #              plaintext connections did not get slower)
 # --quick      3 s per workload, 2 rounds, 256 MiB working set (a smoke run)
+# --ftld-flags added to every ftld's command line, e.g. "--preallocate": a
+#              backing file allocated in full is never hole-punched, so
+#              its log writes over allocated, cached blocks as nbdkit's
+#              fio writes do over its working set (bench/RESULTS.md, TLS,
+#              2026-11-28 20:40). Without it the cleaner gives free
+#              segments back (punch hole) after 2 s without I/O, i.e.
+#              while the other servers run, and the next run writes
+#              into holes: new page-cache pages and block allocations.
 #
 # Workloads (QD 32): 4 KiB randwrite, 4 KiB randread, 128 KiB sequential
 # write, 128 KiB sequential read. fio's nbd engine connects with libnbd's
@@ -32,7 +41,7 @@ BENCH_NAME=tls_compare
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
 FTLD="${here}/../build/daemon/ftld"
-DIR="" ROUNDS=3 RUNTIME=10 SIZE=1G BACKING=4G PLAIN=0 BASE=""
+DIR="" ROUNDS=3 RUNTIME=10 SIZE=1G BACKING=4G PLAIN=0 BASE="" FTLD_FLAGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ftld) FTLD="$2"; shift 2 ;;
@@ -42,8 +51,9 @@ while [[ $# -gt 0 ]]; do
     --size) SIZE="$2"; shift 2 ;;
     --plain) PLAIN=1; shift ;;
     --base) BASE="$2"; shift 2 ;;
+    --ftld-flags) FTLD_FLAGS="$2"; shift 2 ;;
     --quick) SIZE=256M; BACKING=1G; RUNTIME=3; ROUNDS=2; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -97,7 +107,7 @@ start_ftld() {  # name binary tls(0/1)
   local tls_args=()
   [[ $3 == 1 ]] && tls_args=(--tls=require --tls-certificates "$PKI/server")
   "$2" --size "$BACKING" --port "$port" --control "$DIR/$1.sock" --log-level warn \
-    "${tls_args[@]}" "$DIR/$1.img" 2>"$DIR/$1.log" &
+    "${tls_args[@]}" $FTLD_FLAGS "$DIR/$1.img" 2>"$DIR/$1.log" &
   PIDS+=($!)
   SPID[$1]=$!
   SERVERS+=("$1")
@@ -124,7 +134,7 @@ for s in "${SERVERS[@]}"; do wait_uri "${URI[$s]}"; done
 
 echo "# $(date -u '+%F %T') UTC, load $(load), directory $DIR ($(df -h --output=fstype "$DIR" | tail -1 | xargs))"
 echo "# working set $SIZE, ${RUNTIME}s per workload, $ROUNDS rounds, fio $(fio --version), $(nbdkit --version)"
-echo "# servers: ${SERVERS[*]}"
+echo "# servers: ${SERVERS[*]}${FTLD_FLAGS:+ (ftld flags: $FTLD_FLAGS)}"
 for s in "${SERVERS[@]}"; do
   fio --name=fill --ioengine=nbd --uri="${URI[$s]}" --rw=write --bs=1m --iodepth=8 \
       --size="$SIZE" --output=/dev/null
