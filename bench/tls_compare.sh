@@ -106,8 +106,10 @@ start_ftld() {  # name binary tls(0/1)
   local port; port=$(free_port)
   local tls_args=()
   [[ $3 == 1 ]] && tls_args=(--tls=require --tls-certificates "$PKI/server")
+  local extra=()
+  read -r -a extra <<< "$FTLD_FLAGS"
   "$2" --size "$BACKING" --port "$port" --control "$DIR/$1.sock" --log-level warn \
-    "${tls_args[@]}" $FTLD_FLAGS "$DIR/$1.img" 2>"$DIR/$1.log" &
+    "${tls_args[@]}" "${extra[@]}" "$DIR/$1.img" 2>"$DIR/$1.log" &
   PIDS+=($!)
   SPID[$1]=$!
   SERVERS+=("$1")
