@@ -79,6 +79,13 @@ declare -A SERVER_PID FUSE_PID LOOP MYSQLD_PID PORT
 RESULTS="$DIR/results.tsv"
 : > "$RESULTS"
 
+# True while stack $1's loop device is attached to its nbdfuse file.
+loop_is_ours() {
+  local backing
+  backing=$(cat "/sys/block/${LOOP[$1]#/dev/}/loop/backing_file" 2>/dev/null) || return 1
+  [[ "$backing" == "$(realpath -m "$DIR/$1/fuse/disk")" ]]
+}
+
 teardown() {
   local s=$1
   if [[ -n "${MYSQLD_PID[$s]:-}" ]]; then
@@ -88,8 +95,10 @@ teardown() {
   fi
   if mountpoint -q "$DIR/$s/mnt" 2>/dev/null; then umount "$DIR/$s/mnt" || umount -l "$DIR/$s/mnt"; fi
   if [[ -n "${LOOP[$s]:-}" ]]; then
-    losetup -d "${LOOP[$s]}" 2>/dev/null || true
-    for _ in $(seq 1 300); do [[ -e "/sys/block/${LOOP[$s]#/dev/}/loop/backing_file" ]] || break; sleep 0.1; done
+    # Only while the device is still this stack's (docs/decisions.md,
+    # "A loop device is detached only while it is still ours").
+    if loop_is_ours "$s"; then losetup -d "${LOOP[$s]}" 2>/dev/null || true; fi
+    for _ in $(seq 1 300); do loop_is_ours "$s" || break; sleep 0.1; done
     unset "LOOP[$s]"
   fi
   if grep -q " $DIR/$s/fuse " /proc/mounts; then fusermount3 -u "$DIR/$s/fuse" || fusermount3 -uz "$DIR/$s/fuse"; fi

@@ -25,9 +25,11 @@
 # the freeze).
 #
 # destroy: stops the branch's mariadbd, unmounts, detaches the loop device
-# and nbdfuse, `ftlctl snapshot delete NAME --force` (which deactivates the
-# export and frees its private writes in one step) and prints what the branch
-# cost: the snapshot's exclusive bytes and the pool's live bytes it freed.
+# (only while it still holds the branch's nbdfuse file: a detached number may
+# already serve another file) and nbdfuse, `ftlctl snapshot delete NAME
+# --force` (which deactivates the export and frees its private writes in one
+# step), removes DIR/branch.env and prints what the branch cost: the
+# snapshot's exclusive bytes and the pool's live bytes it freed.
 #
 # Needs root (losetup, mount). Stops only the processes it started (by the
 # pids in DIR). Exit status 0 ok, 1 a step failed (create undoes what it
@@ -66,6 +68,13 @@ CTL=("$FTLCTL")
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 
+# True while $LOOP is attached to this branch's nbdfuse file.
+loop_is_ours() {
+  local backing
+  backing=$(cat "/sys/block/${LOOP#/dev/}/loop/backing_file" 2>/dev/null) || return 1
+  [[ "$backing" == "${LOOP_BACKING:-$(realpath -m "$DIR/fuse/disk")}" ]]
+}
+
 destroy() {
   # shellcheck disable=SC1091
   source "$DIR/branch.env"
@@ -74,9 +83,12 @@ destroy() {
     for _ in $(seq 1 600); do kill -0 "$MYSQLD_PID" 2>/dev/null || break; sleep 0.1; done
   fi
   if mountpoint -q "$DIR/mnt"; then umount "$DIR/mnt"; fi
-  if [[ -n "${LOOP:-}" ]] && [[ -e "/sys/block/${LOOP#/dev/}/loop/backing_file" ]]; then
+  # Only while the device is still this branch's: once detached, its
+  # number may already serve another program's file (docs/decisions.md,
+  # "A loop device is detached only while it is still ours").
+  if [[ -n "${LOOP:-}" ]] && loop_is_ours; then
     losetup -d "$LOOP"
-    for _ in $(seq 1 300); do [[ -e "/sys/block/${LOOP#/dev/}/loop/backing_file" ]] || break; sleep 0.1; done
+    for _ in $(seq 1 300); do loop_is_ours || break; sleep 0.1; done
   fi
   if grep -q " $DIR/fuse " /proc/mounts; then fusermount3 -u "$DIR/fuse"; fi
   if [[ -n "${NBDFUSE_PID:-}" ]]; then
@@ -90,6 +102,8 @@ print(next((s["exclusive_bytes"] for s in r["snapshots"] if s["name"] == sys.arg
   before=$("${CTL[@]}" --json stats | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["live_bytes"])')
   "${CTL[@]}" snapshot delete "$SOURCE_VOLUME@$SNAPSHOT" --force >/dev/null
   after=$("${CTL[@]}" --json stats | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["live_bytes"])')
+  # The branch is gone: a second destroy finds nothing to undo.
+  rm -f "$DIR/branch.env"
   echo "branch $SNAPSHOT destroyed: snapshot exclusive bytes $excl, live bytes freed $((before - after))"
 }
 
@@ -145,6 +159,7 @@ for _ in $(seq 1 600); do [[ -s "$DIR/nbdfuse.pid" ]] && break; sleep 0.01; done
 [[ -s "$DIR/nbdfuse.pid" ]] || { echo "mariadb-branch: nbdfuse did not start: $(cat "$DIR/nbdfuse.log")" >&2; false; }
 LOOP=$(losetup --direct-io=on --sector-size "$SECTOR" --find --show "$DIR/fuse/disk")
 echo "LOOP=$LOOP" >> "$DIR/branch.env"
+printf 'LOOP_BACKING=%q\n' "$(cat "/sys/block/${LOOP#/dev/}/loop/backing_file")" >> "$DIR/branch.env"
 T_LOOP=$(since "$T0")
 mount -t ext4 "$LOOP" "$DIR/mnt"
 T_MOUNT=$(since "$T0")

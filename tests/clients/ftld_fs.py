@@ -4,7 +4,6 @@ turns it into /dev/loopN), plus file trees with checksums and fsck."""
 
 import hashlib
 import os
-import re
 import subprocess
 import time
 
@@ -80,32 +79,43 @@ class Stack:
             cmd += ["-o", options]
         cmd += [self.loop, self.mnt]
         r = self.env.run(cmd, check=False)
-        if (r.returncode != 0 and "can't read superblock" in r.stderr
-                and not self.server_failed_a_read()):
-            # The kernel failed the superblock's read (EIO) while the server
-            # failed no read: seen once in CI on a fresh mkfs over the
-            # tearing device (docs/decisions.md, "A mount that cannot read
-            # its superblock is tried once more"). Said loudly, tried once
-            # more after the loop device's buffers are dropped. A read the
-            # server failed is the server's error and fails the test.
-            print(f"mount of {self.loop} could not read the superblock; once more in 1 s. "
-                  f"Kernel log:\n{kernel_log_tail(8)}", flush=True)
-            self.env.run(["blockdev", "--flushbufs", self.loop], check=False)
-            time.sleep(1)
-            r = self.env.run(cmd, check=False)
         if r.returncode != 0:
+            # What the layers below said: whether the loop device still
+            # has its file (docs/decisions.md, "A loop device is detached
+            # only while it is still ours"), nbdfuse's NBD errors, the
+            # kernel's log.
+            loop = self.env.run(["losetup", "-l", self.loop], check=False)
             raise AssertionError(f"{cmd} failed ({r.returncode}): {r.stderr.strip()}\n"
+                                 f"--- losetup -l: {loop.stdout.strip()} {loop.stderr.strip()}\n"
+                                 f"--- nbdfuse said: {self.fuse_errors() or '(nothing)'}\n"
                                  f"--- kernel log (tail)\n{kernel_log_tail()}")
         self.mounted = True
 
-    def server_failed_a_read(self):
-        """True if the server's log (an Ftld's or a TearingServer's) has a
-        failed or refused NBD read."""
-        path = getattr(self.d, "log_path", None)
-        if not path or not os.path.exists(path):
+    def fuse_errors(self):
+        """What nbdfuse has written to its stderr so far (it prints the NBD
+        error of every request it fails), without waiting."""
+        if not self.fuse or not self.fuse.stderr:
+            return ""
+        fd = self.fuse.stderr.fileno()
+        os.set_blocking(fd, False)
+        chunks = []
+        try:
+            while True:
+                b = os.read(fd, 65536)
+                if not b:
+                    break
+                chunks.append(b)
+        except BlockingIOError:
+            pass
+        return b"".join(chunks).decode(errors="replace").strip()
+
+    def loop_is_ours(self):
+        """True while self.loop is attached to this stack's nbdfuse file."""
+        try:
+            with open(f"/sys/block/{os.path.basename(self.loop)}/loop/backing_file") as f:
+                return f.read().strip() == os.path.abspath(f"{self.fuse_dir}/disk")
+        except OSError:
             return False
-        with open(path, errors="replace") as f:
-            return re.search(r"READ (of \d+ bytes at \d+ failed|refused)", f.read()) is not None
 
     def umount(self):
         if self.mounted:
@@ -120,10 +130,12 @@ class Stack:
         leaves a FUSE mount behind whose process is gone."""
         self.umount()
         if self.loop:
-            self.env.run(["losetup", "-d", self.loop], check=False)
-            backing = f"/sys/block/{os.path.basename(self.loop)}/loop/backing_file"
+            # Only while the device is still ours: once cleared, its number
+            # may already serve another test's file.
+            if self.loop_is_ours():
+                self.env.run(["losetup", "-d", self.loop], check=False)
             deadline = time.time() + 30
-            while os.path.exists(backing) and time.time() < deadline:
+            while self.loop_is_ours() and time.time() < deadline:
                 time.sleep(0.05)
             self.loop = None
         if self.fuse:

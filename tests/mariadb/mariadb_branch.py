@@ -27,6 +27,38 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "t
                       "mariadb-branch.sh")
 
 
+def check_destroy_leaves_other_loops(env, bdir, ctl, branch_env):
+    """A destroyed branch is gone (no branch.env), and a destroy never
+    detaches a loop device that another file holds, even one named in its
+    branch.env (docs/decisions.md, "A loop device is detached only while
+    it is still ours": a second destroy once cleared another test's
+    device)."""
+    env_path = os.path.join(bdir, "branch.env")
+    assert not os.path.exists(env_path), "destroy left branch.env behind"
+    other = env.path("other.img")
+    with open(other, "wb") as f:
+        f.truncate(64 << 20)
+    loop = env.run(["losetup", "--find", "--show", other]).stdout.strip()
+    try:
+        # The old branch's loop lines, pointed at the device another file
+        # now holds (no PIDs: a destroy would signal them).
+        lines = [l for l in branch_env.splitlines() if l.startswith("LOOP_BACKING=")]
+        assert lines, branch_env
+        with open(env_path, "w") as f:
+            f.write(f"LOOP={loop}\n" + "\n".join(lines) + "\n")
+        env.run([SCRIPT, "destroy"] + ctl, check=False, timeout=300)
+        try:
+            with open(f"/sys/block/{os.path.basename(loop)}/loop/backing_file") as f:
+                backing = f.read().strip()
+        except FileNotFoundError:
+            backing = None  # detached
+        assert backing == other, f"destroy detached a loop device that was not its own ({backing})"
+    finally:
+        if os.path.exists(env_path):
+            os.unlink(env_path)
+        env.run(["losetup", "-d", loop], check=False)
+
+
 def test_branch_a_running_database(env):
     preflight(env)
     backing = env.path("ftld.img")
@@ -91,8 +123,11 @@ def test_branch_a_running_database(env):
     assert "only_source" in tables(b2) and "only_branch" not in tables(b2)
     problems = DatabaseStack(env, None, tables=s.tables, table_size=s.table_size).check_tables(b2)
     assert not problems, problems
+    with open(os.path.join(b2dir, "branch.env")) as f:
+        b2env = f.read()
     env.run([SCRIPT, "destroy"] + ctl2, timeout=300)
     assert branch.sql("SELECT who FROM sbtest.side WHERE id = 1") == [["branch"]]
+    check_destroy_leaves_other_loops(env, b2dir, ctl2, b2env)
 
     # N transactions on each side, then what the branch cost.
     n = int(os.environ.get("FTLD_BRANCH_TRANSACTIONS", 2000))
